@@ -1,0 +1,43 @@
+# Everything a fresh Debian or Ubuntu machine needs, installed by `make install`.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin/jobqueue-demo
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PACKAGES := pkg-config libmariadb-dev gcc python3-dev python3-venv
+SERVER := $(shell command -v mariadbd || command -v mysqld || ls /usr/sbin/mariadbd /usr/sbin/mysqld 2>/dev/null | head -1)
+
+.PHONY: install demo test bench system-packages clean
+
+install: $(BIN)
+
+# apt only when something is missing, so a warm `make install` touches nothing.
+system-packages:
+	@missing=""; \
+	pkg-config --exists libmariadb 2>/dev/null || pkg-config --exists mysqlclient 2>/dev/null || missing="$$missing libmariadb-dev pkg-config"; \
+	command -v gcc >/dev/null || missing="$$missing gcc"; \
+	python3 -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
+	[ -n "$(SERVER)" ] || missing="$$missing mariadb-server"; \
+	command -v mariadb-test >/dev/null || command -v mysqltest >/dev/null || missing="$$missing mariadb-test"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(APT_PACKAGES) $$missing >/dev/null; \
+	fi
+
+$(BIN): pyproject.toml | system-packages
+	[ -x $(PY) ] || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip >/dev/null
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(BIN)
+
+demo: install
+	$(BIN) run scenarios/skip-locked.yaml
+
+test: install
+	$(VENV)/bin/pytest -q
+
+bench: install
+	$(PY) bench/bench_seed_vs_mysqltest.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,53 @@
+"""Typed errors, each carrying the exit code the CLI maps it to at one boundary."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_MISMATCH = 1
+EXIT_USAGE = 2
+EXIT_SERVER = 3
+EXIT_INTERRUPTED = 130
+
+
+class DemoError(Exception):
+    """Base of every error the CLI reports as one line without a traceback."""
+
+    exit_code = EXIT_USAGE
+
+
+class UsageError(DemoError):
+    exit_code = EXIT_USAGE
+
+
+class ScenarioError(DemoError):
+    """A scenario file that cannot be used; the message names file and line."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, path: str, message: str, line: int | None = None, column: int | None = None):
+        self.path = path
+        self.line = line
+        self.column = column
+        self.detail = message
+        where = path
+        if line is not None:
+            where += f":{line}"
+            if column is not None:
+                where += f":{column}"
+        super().__init__(f"{where}: {message}")
+
+
+class ServerError(DemoError):
+    """The server could not be reached, started or used."""
+
+    exit_code = EXIT_SERVER
+
+
+class StuckError(DemoError):
+    """The schedule cannot go on: the next step waits on something nothing will release."""
+
+    exit_code = EXIT_MISMATCH
+
+
+class MismatchError(DemoError):
+    exit_code = EXIT_MISMATCH

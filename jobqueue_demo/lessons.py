@@ -1,0 +1,23 @@
+"""Finding a scenario by path, or by the name of a lesson shipped with the package."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import ScenarioError
+
+
+def lesson_dirs() -> list[Path]:
+    here = Path(__file__).resolve().parent
+    return [here / "lessons", here.parent / "scenarios"]
+
+
+def resolve(name: str) -> str:
+    if os.path.exists(name) or os.sep in name or name.endswith((".yaml", ".yml")):
+        return name
+    for folder in lesson_dirs():
+        candidate = folder / f"{name}.yaml"
+        if candidate.is_file():
+            return str(candidate)
+    raise ScenarioError(name, "no such file, and no lesson of that name (see 'jobqueue-demo lessons')")

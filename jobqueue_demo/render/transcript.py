@@ -1,0 +1,143 @@
+"""The lesson's transcript form: `A> statement`, then its result as psql and mysql show them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .. import events as ev
+from .. import mysql_errors
+from ..result import Result
+from .table import format_table
+
+# The mysql client reports an affected-row count for every statement; lessons show it only
+# where it says something, as the seed transcript does.
+COUNTED = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE|LOAD)\b", re.IGNORECASE)
+
+SQL, RESULT, NOTE, NARRATION = "sql", "result", "note", "narration"
+
+
+@dataclass(frozen=True)
+class Line:
+    text: str
+    session: str | None = None
+    kind: str = SQL
+
+
+def statement_lines(session: str, sql: str, trailer: str | None = None) -> list[Line]:
+    lines = sql.split("\n")
+    if trailer:
+        lines[-1] += f" -- {trailer}"
+    lines[0] = f"{session}> {lines[0]}"
+    return [Line(t, session, SQL) for t in lines]
+
+
+def result_lines(session: str, sql: str, result: Result) -> list[Line]:
+    if result.error is not None:
+        return [Line(str(result.error), session, RESULT), *_error_notes(session, result)]
+    if result.is_rows:
+        table = format_table(result.columns, result.numeric, result.rows)
+        return [Line(t, session, RESULT) for t in table.split("\n")]
+    return [Line(query_ok(sql, result), session, RESULT)]
+
+
+def query_ok(sql: str, result: Result) -> str:
+    text = "Query OK"
+    if COUNTED.match(sql) and result.affected is not None:
+        text += f", {result.affected} row{'' if result.affected == 1 else 's'} affected"
+    if result.warnings:
+        text += f", {result.warnings} warning{'' if result.warnings == 1 else 's'}"
+    return text
+
+
+def _error_notes(session: str, result: Result) -> list[Line]:
+    errno = result.error.errno
+    if errno == mysql_errors.ER_LOCK_DEADLOCK:
+        text = f"-- {session} was chosen as the deadlock victim: its whole transaction was rolled back"
+    elif errno == mysql_errors.ER_LOCK_WAIT_TIMEOUT:
+        text = f"-- only this statement was rolled back; {session}'s transaction is still open"
+    elif errno in mysql_errors.LOST_CONNECTION:
+        text = f"-- {session}'s connection is gone; the server rolls back its open transaction"
+    else:
+        return []
+    return [Line(text, session, NOTE)]
+
+
+def _comment(comment: str | None, extra: str | None) -> str | None:
+    parts = [p for p in (comment, extra) if p]
+    return " · ".join(parts) or None
+
+
+def wait_phrase(event: ev.Waiting) -> str:
+    holder = " and ".join(event.blockers) if event.blockers else "another session"
+    text = f"waiting for a {event.kind} held by {holder}"
+    return text + (f" ({event.lock})" if event.lock else "")
+
+
+def event_lines(event) -> list[Line]:
+    if isinstance(event, ev.Completed):
+        if event.waited_ms is not None:
+            head = [Line(f"{event.session}> <... completed after {event.waited_ms:.0f} ms>", event.session, SQL)]
+        else:
+            head = statement_lines(event.session, event.sql, event.comment)
+        return head + result_lines(event.session, event.sql, event.result)
+    if isinstance(event, ev.Waiting):
+        return statement_lines(event.session, event.sql, _comment(event.comment, wait_phrase(event)))
+    if isinstance(event, ev.Narrated):
+        return [Line(""), Line(event.text, None, NARRATION), Line("")]
+    if isinstance(event, ev.FaultApplied):
+        return [Line(fault_text(event), event.session, NOTE)]
+    if isinstance(event, ev.LocksShown):
+        table = format_table(event.columns, tuple(False for _ in event.columns), event.rows)
+        return [Line(f"-- locks: {event.note}", None, NOTE)] + [Line(t, None, RESULT) for t in table.split("\n")]
+    return []
+
+
+FAULT_WORDS = {
+    "kill": "killed from the control connection (KILL CONNECTION)",
+    "disconnect": "disconnected abruptly, as a crashed process would (no ROLLBACK sent)",
+    "kill-query": "statement killed from the control connection (KILL QUERY)",
+    "reconnect": "reconnected",
+    "wait": "waited for",
+}
+
+
+def fault_text(event: ev.FaultApplied) -> str:
+    text = f"-- {event.session} {FAULT_WORDS[event.action]}: {event.detail}"
+    if event.took_ms is not None:
+        text += f" after {event.took_ms:.1f} ms"
+    return text
+
+
+ANSI_SESSION = ("36", "35", "33", "32", "34", "31")
+ANSI_RESET = "\x1b[0m"
+
+
+class TranscriptWriter:
+    """Writes lines to a stream, each session in its own colour when colour is on."""
+
+    def __init__(self, stream, sessions: tuple[str, ...], color: bool):
+        self.stream = stream
+        self.color = color
+        self.codes = {name: ANSI_SESSION[i % len(ANSI_SESSION)] for i, name in enumerate(sessions)}
+
+    def write(self, lines: list[Line]) -> None:
+        for line in lines:
+            self.stream.write(self._paint(line) + "\n")
+        self.stream.flush()
+
+    def _paint(self, line: Line) -> str:
+        if not self.color or not line.text:
+            return line.text
+        if line.kind == NARRATION:
+            return f"\x1b[3m{line.text}{ANSI_RESET}"
+        code = self.codes.get(line.session)
+        if line.kind == NOTE:
+            return f"\x1b[2m{line.text}{ANSI_RESET}"
+        if code is None:
+            return line.text
+        if line.kind == SQL:
+            return f"\x1b[1;{code}m{line.text}{ANSI_RESET}"
+        if line.text.startswith("ERROR "):
+            return f"\x1b[31m{line.text}{ANSI_RESET}"
+        return f"\x1b[{code}m{line.text}{ANSI_RESET}"

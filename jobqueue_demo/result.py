@@ -1,0 +1,37 @@
+"""The plain outcome of one statement, passed from the session driver to renderers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SqlError:
+    errno: int
+    sqlstate: str
+    message: str
+
+    def __str__(self) -> str:
+        # The mysql command-line client's form, which lessons quote.
+        return f"ERROR {self.errno} ({self.sqlstate}): {self.message}"
+
+
+@dataclass(frozen=True)
+class Result:
+    """A result set (columns is not None), an OK with an affected count, or an error.
+
+    Values are the server's text form (None for NULL), so what is shown and what is
+    compared with expectations is exactly what the server sent.
+    """
+
+    columns: tuple[str, ...] | None = None
+    numeric: tuple[bool, ...] = ()
+    rows: tuple[tuple[str | None, ...], ...] = ()
+    affected: int | None = None
+    error: SqlError | None = None
+    warnings: int = 0
+    elapsed_ms: float = field(default=0.0, compare=False)
+
+    @property
+    def is_rows(self) -> bool:
+        return self.columns is not None

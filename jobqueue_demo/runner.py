@@ -1,0 +1,341 @@
+"""Runs a scenario's schedule on a server and yields what happened, in order.
+
+Like PostgreSQL's isolationtester: one connection per session plus a control connection
+that sets up the scratch database and watches for lock waits. After every step the runner
+"settles": each session with a statement in flight either answers or is seen waiting on a
+lock, so the transcript is in the order things happened and a wait never hangs the run.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import select
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from . import events as ev
+from .errors import ScenarioError, ServerError, StuckError
+from .scenario import ISOLATION_LEVELS, Fault, Locks, Narration, Scenario, SessionSpec, Statement
+from .server import ServerInfo
+from .session import Session
+from .waits import WaitMonitor
+
+# A lock wait is normally visible 2-5 ms after sending; polling this often keeps the
+# detection latency near the server's own, without a fixed sleep.
+POLL_FIRST_S = 0.0005
+POLL_MAX_S = 0.004
+CAPTURE_REF = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    step_timeout: float = 10.0
+
+
+class Run:
+    """One run of one scenario; iterate `events()` once."""
+
+    def __init__(self, scenario: Scenario, server: ServerInfo, options: RunOptions = RunOptions()):
+        self.scenario = scenario
+        self.server = server
+        self.options = options
+        self.database = "jqd_" + secrets.token_hex(5)
+        self.control = None
+        self.monitor: WaitMonitor | None = None
+        self.sessions: dict[str, Session] = {}
+        self.specs = {s.name: s for s in scenario.sessions}
+        self.captures: dict[str, dict[str, str | None]] = {s.name: {} for s in scenario.sessions}
+        self.started = 0.0
+        self._created = False
+        self._inflight: dict[str, tuple[int, Statement, str]] = {}
+        self._blocker_names: dict[str, tuple[str, ...]] = {}
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def events(self) -> Iterator[ev.Event]:
+        self.started = time.perf_counter()
+        try:
+            self._open()
+            yield ev.RunStarted(self.scenario.title, self.server.label, self.database)
+            for index, step in enumerate(self.scenario.steps):
+                yield ev.StepStarting(index, step)
+                yield from self._step(index, step)
+            still = [s for s in self.sessions.values() if s.busy]
+            if still:
+                raise StuckError(self._stuck_message(len(self.scenario.steps), "the scenario ended", still))
+            yield ev.RunFinished(self._now())
+        finally:
+            self._close()
+
+    def _open(self) -> None:
+        self.control = self.server.params.connect(multi_statements=True)
+        self.monitor = WaitMonitor(self.control, self.server.flavor)
+        self._control(f"CREATE DATABASE `{self.database}`")
+        self._created = True
+        self._control(f"USE `{self.database}`")
+        if self.scenario.setup:
+            self._run_setup()
+        for spec in self.scenario.sessions:
+            self.sessions[spec.name] = self._connect(spec)
+
+    def _run_setup(self) -> None:
+        import MySQLdb
+
+        try:
+            self.control.query(self.scenario.setup.encode("utf-8"))
+            while True:
+                stored = self.control.store_result()
+                del stored
+                if self.control.next_result() != 0:
+                    break
+        except MySQLdb.Error as e:
+            raise ScenarioError(self.scenario.path, f"setup failed: ERROR {e.args[0]}: {e.args[-1]}") from None
+
+    def _connect(self, spec: SessionSpec) -> Session:
+        conn = self.server.params.connect(database=self.database)
+        for sql in self._settings(spec):
+            conn.query(sql.encode())
+        return Session(spec.name, conn, conn.thread_id())
+
+    def _settings(self, spec: SessionSpec) -> list[str]:
+        out = []
+        if spec.isolation:
+            out.append(f"SET SESSION {self.server.isolation_variable} = '{ISOLATION_LEVELS[spec.isolation]}'")
+        if spec.innodb_lock_wait_timeout is not None:
+            out.append(f"SET SESSION innodb_lock_wait_timeout = {spec.innodb_lock_wait_timeout}")
+        if spec.lock_wait_timeout is not None:
+            out.append(f"SET SESSION lock_wait_timeout = {spec.lock_wait_timeout}")
+        return out
+
+    def _close(self) -> None:
+        """Leave nothing behind: end every session's transaction, drop the scratch database.
+
+        A session stuck in a lock wait would not notice its socket closing, and its locks
+        would hold DROP DATABASE, so sessions are killed from the control connection.
+        """
+        if self.control is None:
+            return
+        for session in self.sessions.values():
+            if not session.closed:
+                self._kill_quietly(session.thread_id)
+            session.close()
+        try:
+            if self._created:
+                self._control(f"DROP DATABASE IF EXISTS `{self.database}`")
+        finally:
+            try:
+                self.control.close()
+            except Exception:  # the server may already be gone; nothing more to release
+                pass
+            self.control = None
+
+    def _kill_quietly(self, thread_id: int) -> None:
+        import MySQLdb
+
+        try:
+            self._control(f"KILL CONNECTION {int(thread_id)}")
+        except MySQLdb.Error:
+            pass  # already gone
+
+    def _control(self, sql: str) -> None:
+        import MySQLdb
+
+        try:
+            self.control.query(sql.encode("utf-8"))
+            self.control.store_result()
+        except MySQLdb.OperationalError as e:
+            if e.args and e.args[0] in (2006, 2013):
+                raise ServerError(f"lost the control connection: {e.args[-1]}") from None
+            raise
+
+    def _now(self) -> float:
+        return (time.perf_counter() - self.started) * 1000.0
+
+    # -- steps -----------------------------------------------------------------
+
+    def _step(self, index: int, step) -> Iterator[ev.Event]:
+        if isinstance(step, Narration):
+            yield ev.Narrated(index, step.text)
+        elif isinstance(step, Statement):
+            yield from self._statement(index, step)
+        elif isinstance(step, Fault):
+            yield from self._fault(index, step)
+        elif isinstance(step, Locks):
+            from .locks import lock_table
+
+            columns, rows, note = lock_table(self.control, self.server.flavor, self.database, self._names())
+            yield ev.LocksShown(index, columns, rows, note)
+
+    def _statement(self, index: int, step: Statement) -> Iterator[ev.Event]:
+        session = self.sessions[step.session]
+        if session.busy:
+            raise StuckError(self._stuck_message(index, f"{step.session}'s next statement cannot be sent", [session]))
+        sql = self._substitute(step)
+        self._inflight[session.name] = (index, step, sql)
+        early = session.send(sql)
+        if early is not None:
+            del self._inflight[session.name]
+            yield ev.Completed(index, step.session, sql, step.comment, early, self._now())
+            return
+        yield from self._settle()
+
+    def _substitute(self, step: Statement) -> str:
+        values = self.captures[step.session]
+        if not values:
+            return step.sql
+
+        def literal(match: re.Match) -> str:
+            name = match.group(1)
+            if name not in values:
+                return match.group(0)
+            value = values[name]
+            if value is None:
+                return "NULL"
+            if re.fullmatch(r"-?\d+(\.\d+)?", value):
+                return value
+            return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
+
+        return CAPTURE_REF.sub(literal, step.sql)
+
+    def _settle(self, deadline: float | None = None) -> Iterator[ev.Event]:
+        """Until every in-flight statement has answered or is confirmed waiting on a lock.
+
+        "Waiting" must be seen on two polls in a row: just after a lock is released the
+        waiter may still show its old state for a moment before it wakes.
+        """
+        deadline = deadline or time.perf_counter() + self.options.step_timeout
+        interval = POLL_FIRST_S
+        confirmed: dict[str, str] = {}
+        while True:
+            busy = [s for s in self.sessions.values() if s.busy and not s.closed]
+            if not busy:
+                return
+            ready, _, _ = select.select(busy, [], [], interval)
+            for session in ready:
+                yield self._completion(session)
+            busy = [s for s in busy if s.busy]
+            if not busy:
+                return
+            kinds = self.monitor.blocked([s.thread_id for s in busy])
+            waiting_now = {s.name: kinds[s.thread_id] for s in busy if s.thread_id in kinds}
+            if len(waiting_now) == len(busy) and all(confirmed.get(n) == k for n, k in waiting_now.items()):
+                for session in busy:
+                    if not session.waiting:
+                        yield self._waiting(session, waiting_now[session.name])
+                return
+            confirmed = waiting_now
+            if time.perf_counter() > deadline:
+                running = [s.name for s in busy if s.name not in waiting_now]
+                raise StuckError(
+                    f"step timeout: {', '.join(running)} still running after {self.options.step_timeout:g} s "
+                    "(raise --step-timeout for slow statements)"
+                )
+            interval = min(interval * 2, POLL_MAX_S)
+
+    def _completion(self, session: Session) -> ev.Completed:
+        index, step, sql = self._inflight.pop(session.name)
+        was_waiting = session.waiting
+        waited_ms = (time.perf_counter() - session.sent_at) * 1000.0 if was_waiting else None
+        result = session.read()
+        if step.capture and result.rows:
+            self.captures[session.name][step.capture] = result.rows[0][0]
+        elif step.capture and result.error is None:
+            self.captures[session.name][step.capture] = None
+        blockers = self._blocker_names.pop(session.name, ())
+        return ev.Completed(index, session.name, sql, step.comment, result, self._now(), waited_ms, blockers)
+
+    def _waiting(self, session: Session, kind: str) -> ev.Waiting:
+        session.waiting = True
+        index, step, sql = self._inflight[session.name]
+        info = self.monitor.describe(session.thread_id, kind, self.database)
+        names = self._names()
+        blockers = tuple(names.get(t, f"connection {t}") for t in info.blockers)
+        self._blocker_names[session.name] = blockers
+        return ev.Waiting(index, session.name, sql, step.comment, self._now(), kind, blockers, info.lock)
+
+    def _names(self) -> dict[int, str]:
+        names = {s.thread_id: s.name for s in self.sessions.values()}
+        names[self.control.thread_id()] = "the control connection"
+        return names
+
+    # -- faults ----------------------------------------------------------------
+
+    def _fault(self, index: int, step: Fault) -> Iterator[ev.Event]:
+        session = self.sessions[step.session]
+        action = step.action
+        if action == "wait":
+            yield from self._wait_for(index, session)
+            return
+        if action == "reconnect":
+            if session.busy:
+                raise StuckError(self._stuck_message(index, f"{session.name} cannot reconnect", [session]))
+            session.close()
+            self.sessions[session.name] = self._connect(self.specs[session.name])
+            yield ev.FaultApplied(index, action, session.name, self._now(), "new connection")
+            return
+        if session.closed:
+            yield ev.FaultApplied(index, action, session.name, self._now(), "already disconnected")
+            return
+        if action == "kill-query":
+            self._control(f"KILL QUERY {session.thread_id}")
+            yield ev.FaultApplied(index, action, session.name, self._now(), "statement interrupted")
+            yield from self._settle()
+            return
+        began = time.perf_counter()
+        if action == "kill":
+            self._control(f"KILL CONNECTION {session.thread_id}")
+            yield from self._settle()
+        else:
+            session.drop_socket()
+            self._inflight.pop(session.name, None)
+            session.pending_sql = None
+        gone = self._wait_gone(session.thread_id, began + self.options.step_timeout)
+        took = (time.perf_counter() - began) * 1000.0
+        if gone:
+            detail = "the server ended the session and rolled back its transaction"
+        else:
+            detail = f"the server had not noticed after {self.options.step_timeout:g} s"
+        yield ev.FaultApplied(index, action, session.name, self._now(), detail, took if gone else None)
+
+    def _wait_gone(self, thread_id: int, deadline: float) -> bool:
+        interval = POLL_FIRST_S
+        while time.perf_counter() < deadline:
+            if not self.monitor.alive(thread_id):
+                return True
+            time.sleep(interval)
+            interval = min(interval * 2, POLL_MAX_S)
+        return False
+
+    def _wait_for(self, index: int, session: Session) -> Iterator[ev.Event]:
+        """A `wait` step: let the session's statement end on its own (a lock wait timeout)."""
+        deadline = time.perf_counter() + self.options.step_timeout
+        while session.busy:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise StuckError(self._stuck_message(index, f"{session.name} did not finish within the step timeout", [session]))
+            ready, _, _ = select.select([session], [], [], remaining)
+            if ready:
+                yield self._completion(session)
+        yield from self._settle()
+
+    # -- reporting a schedule that cannot go on ---------------------------------
+
+    def _stuck_message(self, index: int, what: str, waiting: list[Session]) -> str:
+        where = self._where(index)
+        chains = []
+        for session in waiting:
+            _, _, sql = self._inflight.get(session.name, (0, None, session.pending_sql or ""))
+            blockers = self._blocker_names.get(session.name, ())
+            holder = " and ".join(blockers) if blockers else "a lock holder the server did not name"
+            idle = [b for b in blockers if b in self.sessions and not self.sessions[b].busy]
+            tail = f" ({', '.join(idle)} idle, so nothing will release it)" if idle else ""
+            first = " ".join(sql.split())[:80]
+            chains.append(f"{session.name} waits for {holder} on '{first}'{tail}")
+        return f"stuck at {where}: {what}: " + "; ".join(chains)
+
+    def _where(self, index: int) -> str:
+        if index < len(self.scenario.steps):
+            return f"{self.scenario.path}:{self.scenario.steps[index].line} (step {index + 1})"
+        return f"{self.scenario.path} (end)"
