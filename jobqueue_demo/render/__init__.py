@@ -1,0 +1,1 @@
+"""Renderers that turn a Result into the text a transcript shows."""
