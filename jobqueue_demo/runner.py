@@ -26,6 +26,8 @@ from .waits import WaitMonitor
 # detection latency near the server's own, without a fixed sleep.
 POLL_FIRST_S = 0.0005
 POLL_MAX_S = 0.004
+# How long a freed waiter's answer may be held back for the statement that freed it.
+LEAD_FIRST_S = 0.05
 CAPTURE_REF = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
@@ -165,7 +167,8 @@ class Run:
         elif isinstance(step, Locks):
             from .locks import lock_table
 
-            columns, rows, note = lock_table(self.control, self.server.flavor, self.database, self._names())
+            sessions = {s.thread_id: s.name for s in self.sessions.values() if not s.closed}
+            columns, rows, note = lock_table(self.monitor, self.database, sessions)
             yield ev.LocksShown(index, columns, rows, note)
 
     def _statement(self, index: int, step: Statement) -> Iterator[ev.Event]:
@@ -179,7 +182,7 @@ class Run:
             del self._inflight[session.name]
             yield ev.Completed(index, step.session, sql, step.comment, early, self._now())
             return
-        yield from self._settle()
+        yield from self._settle(lead=session)
 
     def _substitute(self, step: Statement) -> str:
         values = self.captures[step.session]
@@ -199,13 +202,16 @@ class Run:
 
         return CAPTURE_REF.sub(literal, step.sql)
 
-    def _settle(self, deadline: float | None = None) -> Iterator[ev.Event]:
+    def _settle(self, lead: Session | None = None) -> Iterator[ev.Event]:
         """Until every in-flight statement has answered or is confirmed waiting on a lock.
 
         "Waiting" must be seen on two polls in a row: just after a lock is released the
-        waiter may still show its old state for a moment before it wakes.
+        waiter may still show its old state for a moment before it wakes. The statement
+        just sent (`lead`) is reported before the ones it set free: InnoDB releases locks
+        before a COMMIT's reply is sent, so a freed waiter often answers first, but the
+        lesson reads in cause-then-effect order.
         """
-        deadline = deadline or time.perf_counter() + self.options.step_timeout
+        deadline = time.perf_counter() + self.options.step_timeout
         interval = POLL_FIRST_S
         confirmed: dict[str, str] = {}
         while True:
@@ -213,8 +219,11 @@ class Run:
             if not busy:
                 return
             ready, _, _ = select.select(busy, [], [], interval)
-            for session in ready:
-                yield self._completion(session)
+            lead_pending = lead is not None and lead.busy and lead not in ready and lead.name not in confirmed
+            hold_back = lead_pending and time.perf_counter() - lead.sent_at < LEAD_FIRST_S
+            for session in sorted(ready, key=lambda s: s is not lead):
+                if session is lead or not hold_back:
+                    yield self._completion(session)
             busy = [s for s in busy if s.busy]
             if not busy:
                 return

@@ -7,6 +7,8 @@ for metadata and table locks.
 
 from __future__ import annotations
 
+import re
+import time
 from dataclasses import dataclass
 
 ROW = "row lock"
@@ -21,9 +23,8 @@ class WaitInfo:
     lock: str = ""  # e.g. "jobs PRIMARY X record (1)"
 
 
-def _lock_kind(state: str | None, trx_state: str | None) -> str | None:
-    if trx_state == "LOCK WAIT":
-        return ROW
+def _lock_kind(state: str | None) -> str | None:
+    """Metadata and table lock waits show in the process list; row lock waits do not."""
     if not state:
         return None
     lowered = state.lower()
@@ -36,42 +37,81 @@ def _lock_kind(state: str | None, trx_state: str | None) -> str | None:
     return None
 
 
+# InnoDB fills its INFORMATION_SCHEMA tables (INNODB_TRX, INNODB_LOCKS, INNODB_LOCK_WAITS)
+# from a cache it refreshes only when nobody has read it for 0.1 s: polled faster, they never
+# change. Fast polling therefore reads SHOW ENGINE INNODB STATUS (built on each call, about
+# 0.2 ms), and the cached tables are read only once the cache has been left alone long enough.
+INNODB_IS_IDLE_S = 0.11
+TRX_HEADER = re.compile(r"^---TRANSACTION [^,]+, (ACTIVE|not started)", re.MULTILINE)
+THREAD_ID = re.compile(r"(?:MySQL|MariaDB) thread id (\d+)")
+
+
+@dataclass(frozen=True)
+class TrxStatus:
+    active: bool
+    lock_wait: bool
+
+
+def parse_innodb_status(text: str) -> dict[int, TrxStatus]:
+    """Thread id -> its transaction's state, from the TRANSACTIONS part of the monitor output."""
+    out = {}
+    starts = [m.start() for m in TRX_HEADER.finditer(text)] + [len(text)]
+    for begin, end in zip(starts, starts[1:]):
+        block = text[begin:end]
+        thread = THREAD_ID.search(block)
+        if thread:
+            lock_wait = any(line.startswith("LOCK WAIT") for line in block.splitlines())
+            out[int(thread.group(1))] = TrxStatus(block.split(", ", 1)[1].startswith("ACTIVE"), lock_wait)
+    return out
+
+
 class WaitMonitor:
     """Queries one control connection; it must never run a statement that can itself block."""
 
     def __init__(self, control, flavor: str):
         self.control = control
         self.mysql = flavor == "MySQL"
+        self._innodb_is_read = 0.0
 
-    def _rows(self, sql: str) -> tuple:
+    def rows(self, sql: str, innodb_is: bool = False) -> tuple:
+        """Run a query on the control connection; `innodb_is` when it reads InnoDB's cached tables."""
+        if innodb_is:
+            idle = time.monotonic() - self._innodb_is_read
+            if idle < INNODB_IS_IDLE_S:
+                time.sleep(INNODB_IS_IDLE_S - idle)
         self.control.query(sql.encode())
         stored = self.control.store_result()
+        if innodb_is:
+            self._innodb_is_read = time.monotonic()
         return stored.fetch_row(0) if stored is not None else ()
+
+    def _transactions(self) -> dict[int, TrxStatus]:
+        rows = self.rows("SHOW ENGINE INNODB STATUS")
+        return parse_innodb_status(_s(rows[0][2]) if rows else "")
 
     def blocked(self, thread_ids: list[int]) -> dict[int, str]:
         """Thread id -> kind of lock it waits for, for those that wait on a lock now."""
         if not thread_ids:
             return {}
         ids = ",".join(str(int(t)) for t in thread_ids)
-        rows = self._rows(
-            "SELECT p.ID, p.STATE, t.trx_state FROM information_schema.PROCESSLIST p "
-            "LEFT JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = p.ID "
-            f"WHERE p.ID IN ({ids})"
-        )
         out = {}
-        for tid, state, trx_state in rows:
-            kind = _lock_kind(_s(state), _s(trx_state))
+        for tid, state in self.rows(f"SELECT ID, STATE FROM information_schema.PROCESSLIST WHERE ID IN ({ids})"):
+            kind = _lock_kind(_s(state))
             if kind:
                 out[int(tid)] = kind
+        transactions = self._transactions()
+        for tid in thread_ids:
+            status = transactions.get(int(tid))
+            if status and status.lock_wait:
+                out[int(tid)] = ROW
         return out
 
     def alive(self, thread_id: int) -> bool:
-        """Whether the server still has this connection or its transaction."""
-        rows = self._rows(
-            f"SELECT 1 FROM information_schema.PROCESSLIST WHERE ID = {int(thread_id)} "
-            f"UNION ALL SELECT 1 FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = {int(thread_id)}"
-        )
-        return bool(rows)
+        """Whether the server still has this connection or an active transaction of it."""
+        if self.rows(f"SELECT 1 FROM information_schema.PROCESSLIST WHERE ID = {int(thread_id)}"):
+            return True
+        status = self._transactions().get(int(thread_id))
+        return bool(status and status.active)
 
     def describe(self, thread_id: int, kind: str, schema: str) -> WaitInfo:
         if kind == ROW:
@@ -81,12 +121,12 @@ class WaitMonitor:
     def _row_wait(self, thread_id: int) -> WaitInfo:
         if self.mysql:
             sql = (
-                "SELECT b.trx_mysql_thread_id, l.OBJECT_NAME, l.INDEX_NAME, l.LOCK_MODE, l.LOCK_DATA "
+                "SELECT b.PROCESSLIST_ID, l.OBJECT_NAME, l.INDEX_NAME, l.LOCK_MODE, l.LOCK_DATA "
                 "FROM performance_schema.data_lock_waits w "
-                "JOIN information_schema.INNODB_TRX r ON r.trx_id = w.REQUESTING_ENGINE_TRANSACTION_ID "
-                "JOIN information_schema.INNODB_TRX b ON b.trx_id = w.BLOCKING_ENGINE_TRANSACTION_ID "
+                "JOIN performance_schema.threads r ON r.THREAD_ID = w.REQUESTING_THREAD_ID "
+                "JOIN performance_schema.threads b ON b.THREAD_ID = w.BLOCKING_THREAD_ID "
                 "LEFT JOIN performance_schema.data_locks l ON l.ENGINE_LOCK_ID = w.REQUESTING_ENGINE_LOCK_ID "
-                f"WHERE r.trx_mysql_thread_id = {int(thread_id)}"
+                f"WHERE r.PROCESSLIST_ID = {int(thread_id)}"
             )
         else:
             sql = (
@@ -97,7 +137,7 @@ class WaitMonitor:
                 "LEFT JOIN information_schema.INNODB_LOCKS l ON l.lock_id = w.requested_lock_id "
                 f"WHERE r.trx_mysql_thread_id = {int(thread_id)}"
             )
-        rows = self._rows(sql)
+        rows = self.rows(sql, innodb_is=not self.mysql)
         blockers = tuple(sorted({int(r[0]) for r in rows}))
         lock = ""
         if rows:
@@ -123,17 +163,23 @@ class WaitMonitor:
                 f"AND t.PROCESSLIST_ID <> {int(thread_id)}"
             )
         else:
-            if not self._rows(
-                "SELECT 1 FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'METADATA_LOCK_INFO' "
-                "AND PLUGIN_STATUS = 'ACTIVE'"
-            ):
+            if not metadata_lock_info_active(self):
                 return ()
             escaped = schema.replace("'", "''")
             sql = (
                 "SELECT DISTINCT THREAD_ID FROM information_schema.METADATA_LOCK_INFO "
                 f"WHERE TABLE_SCHEMA = '{escaped}' AND TABLE_NAME <> '' AND THREAD_ID <> {int(thread_id)}"
             )
-        return tuple(sorted(int(r[0]) for r in self._rows(sql) if r[0] is not None))
+        return tuple(sorted(int(r[0]) for r in self.rows(sql) if r[0] is not None))
+
+
+def metadata_lock_info_active(monitor: WaitMonitor) -> bool:
+    return bool(
+        monitor.rows(
+            "SELECT 1 FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'METADATA_LOCK_INFO' "
+            "AND PLUGIN_STATUS = 'ACTIVE'"
+        )
+    )
 
 
 def _s(value) -> str | None:
