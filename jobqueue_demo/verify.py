@@ -112,7 +112,7 @@ def describe_result(result: Result) -> str:
         name = mysql_errors.name_of(result.error.errno)
         return f"error {result.error.errno}" + (f" ({name})" if name else "") + f": {result.error.message}"
     if result.is_rows:
-        return _rows(result.rows)
+        return f"columns {_flow(result.columns)}, {_rows(result.rows)}"
     return f"Query OK, {result.affected} row(s) affected"
 
 

@@ -1,0 +1,70 @@
+"""Whole-process time of the seed lesson: jobqueue-demo against mariadb-test, same server.
+
+Runs are interleaved (one of each per round) so drift in the machine's load hits both alike;
+the medians and their ratio are printed. A second table times the warm embedded default
+(a private server started and stopped by the run) against the same anchor.
+
+    .venv/bin/python bench/bench_seed_vs_mysqltest.py [--rounds 9] [--host 127.0.0.1 --port 3306]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOL = ROOT / ".venv" / "bin" / "jobqueue-demo"
+SEED = ROOT / "scenarios" / "skip-locked.yaml"
+
+
+def timed(command: list[str], stdin_path: Path | None = None, env: dict | None = None) -> float:
+    stdin = open(stdin_path) if stdin_path else subprocess.DEVNULL
+    try:
+        started = time.perf_counter()
+        done = subprocess.run(command, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        elapsed = time.perf_counter() - started
+    finally:
+        if stdin_path:
+            stdin.close()
+    if done.returncode != 0:
+        sys.exit(f"failed: {' '.join(command)}\n{done.stderr.decode()[-400:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=3306)
+    args = parser.parse_args()
+    mysqltest = shutil.which("mariadb-test") or shutil.which("mysqltest")
+    if not mysqltest:
+        sys.exit("mariadb-test not found (Debian package mariadb-test; 'make install' installs it)")
+    env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"}
+    env.update(MYSQL_HOST=args.host, MYSQL_PORT=str(args.port), NO_COLOR="1")
+    dsn = f"mysql://root@{args.host}:{args.port}/test"
+    ours = [TOOL, "run", str(SEED), "--dsn", dsn]
+    anchor = [mysqltest, f"--host={args.host}", f"--port={args.port}", "--user=root", "--silent"]
+    embedded = [TOOL, "run", str(SEED)]
+    timed(embedded, env=env)  # warms the cached datadir template
+    rows = {"jobqueue-demo --dsn": [], "mariadb-test (anchor)": [], "jobqueue-demo embedded": []}
+    for _ in range(args.rounds):
+        rows["jobqueue-demo --dsn"].append(timed([str(c) for c in ours], env=env))
+        rows["mariadb-test (anchor)"].append(timed(anchor, stdin_path=ROOT / "bench" / "seed.test", env=env))
+        rows["jobqueue-demo embedded"].append(timed([str(c) for c in embedded], env=env))
+    base = statistics.median(rows["mariadb-test (anchor)"])
+    print(f"seed lesson, whole process, median of {args.rounds} interleaved rounds")
+    for name, values in rows.items():
+        median = statistics.median(values)
+        print(f"  {name:26s} {median * 1000:8.1f} ms   {median / base:5.2f}x anchor")
+    print("goals: --dsn at most 4x the anchor; warm embedded run at most 1 s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""Real servers for the tests: the embedded default, and 127.0.0.1:3306 when it answers."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCAL_DSN = os.environ.get("JOBQUEUE_DEMO_TEST_DSN", "mysql://root@127.0.0.1:3306/test")
+
+
+def local_server_reachable() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 3306), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def embedded():
+    from jobqueue_demo.server import open_server
+
+    with open_server(None) as info:
+        yield info
+
+
+@pytest.fixture(scope="session")
+def local():
+    if not local_server_reachable():
+        pytest.skip("no server on 127.0.0.1:3306")
+    from jobqueue_demo.server import open_server
+
+    with open_server(LOCAL_DSN) as info:
+        yield info
+
+
+@pytest.fixture(params=["embedded", "local"])
+def server(request):
+    """Each behaviour test runs on both real servers."""
+    return request.getfixturevalue(request.param)
+
+
+def cli(*args: str, env: dict | None = None, timeout: float = 120, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """The installed command as a user runs it, with colour off unless a test asks."""
+    full_env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"}
+    full_env["NO_COLOR"] = "1"
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "jobqueue_demo", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=cwd,
+    )
+
+
+def scratch_databases(info) -> set[str]:
+    conn = info.params.connect()
+    try:
+        conn.query(b"SHOW DATABASES LIKE 'jqd\\_%'")
+        return {row[0] for row in conn.store_result().fetch_row(0)}
+    finally:
+        conn.close()

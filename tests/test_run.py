@@ -1,0 +1,164 @@
+"""The seed lesson end to end on real servers: transcript, verify, record, data safety."""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import LOCAL_DSN, ROOT, cli, local_server_reachable, scratch_databases
+from jobqueue_demo import app as core
+from jobqueue_demo.render.transcript import TranscriptWriter, event_lines
+
+SEED = ROOT / "scenarios" / "skip-locked.yaml"
+GOLDEN = Path(__file__).parent / "golden"
+STRUCTURAL = re.compile(r"^([A-Za-z][A-Za-z0-9_]*> |Query OK|\(\d+ rows?\)$|ERROR )")
+
+
+def normalise(text: str) -> list[str]:
+    """What a reader compares: no trailing `-- comments`, white space folded, no blank lines."""
+    out = []
+    for raw in text.splitlines():
+        line = " ".join(re.sub(r"\s--\s.*$", "", raw).split())
+        if line:
+            out.append(line)
+    return out
+
+
+def assert_matches_seed(actual: str) -> None:
+    expected = normalise((GOLDEN / "seed-transcript.txt").read_text())
+    got = normalise(actual)
+    assert [l for l in got if STRUCTURAL.match(l)] == [l for l in expected if STRUCTURAL.match(l)]
+    pos = 0
+    for want in expected:
+        pos = got.index(want, pos) + 1
+
+
+def transcript(scenario_path, info) -> str:
+    scenario = core.load(str(scenario_path))
+    out = io.StringIO()
+    writer = TranscriptWriter(out, scenario.session_names, color=False)
+    core.run(scenario, info, 10.0, lambda e: writer.write(event_lines(e)))
+    return out.getvalue()
+
+
+def test_seed_transcript_is_golden(server):
+    text = transcript(SEED, server)
+    assert text == (GOLDEN / "skip-locked.txt").read_text()
+    assert_matches_seed(text)
+
+
+def test_seed_transcript_keeps_psql_spacing(server):
+    text = transcript(SEED, server)
+    assert " id |        task        \n----+--------------------\n  1 | send welcome email\n(1 row)\n" in text
+    assert "ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED; -- job 1 is claimed — skipped without waiting\n" in text
+
+
+def test_run_leaves_no_scratch_database(server):
+    before = scratch_databases(server)
+    transcript(SEED, server)
+    assert scratch_databases(server) == before
+
+
+def test_cli_run_on_embedded_default_prints_seed():
+    done = cli("run", "scenarios/skip-locked.yaml")
+    assert done.returncode == 0, done.stderr
+    assert_matches_seed(done.stdout)
+    assert "\x1b[" not in done.stdout
+    assert re.search(r"MariaDB \d+\.\d+\.\d+|MySQL \d+\.\d+\.\d+", done.stderr)
+
+
+@pytest.mark.skipif(not local_server_reachable(), reason="no server on 127.0.0.1:3306")
+def test_cli_run_with_dsn_prints_seed():
+    done = cli("run", "scenarios/skip-locked.yaml", "--dsn", LOCAL_DSN)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (GOLDEN / "skip-locked.txt").read_text()
+
+
+def test_verify_passes_and_names_the_server(server):
+    done = cli("verify", "scenarios/skip-locked.yaml", env=_dsn_env(server))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"Verified against {server.label}" in done.stdout
+
+
+def test_verify_fails_naming_the_step_when_outcome_drifts(tmp_path, server):
+    drifted = tmp_path / "drifted.yaml"
+    text = SEED.read_text()
+    text = text.replace("- [2, generate invoice]\n  - narrate", "- [3, generate invoice]\n  - narrate", 1)
+    assert "[3, generate invoice]" in text
+    drifted.write_text(text)
+    done = cli("verify", str(drifted), env=_dsn_env(server))
+    assert done.returncode == 1
+    assert "step 4 (line 30), session B" in done.stdout
+    assert "expected: columns [id, task], rows [[3, generate invoice]]" in done.stdout
+    assert "got:      columns [id, task], rows [[2, generate invoice]]" in done.stdout
+    assert "Verified against" not in done.stdout
+
+
+def test_record_writes_expectations_that_verify(tmp_path, server):
+    bare = tmp_path / "bare.yaml"
+    lines = SEED.read_text().splitlines(keepends=True)
+    kept, skipping = [], False
+    for line in lines:
+        if line.strip().startswith("expect:"):
+            skipping = line.rstrip().endswith("expect:")
+            continue
+        if skipping and line.startswith("      "):
+            continue
+        skipping = False
+        kept.append(line)
+    bare.write_text("".join(kept))
+    assert "expect" not in bare.read_text()
+    done = cli("record", str(bare), env=_dsn_env(server))
+    assert done.returncode == 0, done.stderr
+    recorded = bare.read_text()
+    assert "comment: job 1 is claimed — skipped without waiting" in recorded
+    assert recorded.count("expect:") == 12
+    assert f"verified: {server.label} on " in recorded
+    scenario = core.load(str(bare))
+    assert scenario.steps[3].expect.rows == (("2", "generate invoice"),)
+    again = cli("verify", str(bare), env=_dsn_env(server))
+    assert again.returncode == 0, again.stdout
+
+
+def test_password_is_never_printed(local):
+    conn = local.params.connect()
+    try:
+        conn.query(b"CREATE USER IF NOT EXISTS 'jqd_pw_test'@'127.0.0.1' IDENTIFIED BY 'S3cret-Pw-77'")
+        conn.query(b"GRANT ALL ON `jqd\\_%`.* TO 'jqd_pw_test'@'127.0.0.1'")
+        conn.query(b"GRANT PROCESS ON *.* TO 'jqd_pw_test'@'127.0.0.1'")
+        dsn = "mysql://jqd_pw_test:S3cret-Pw-77@127.0.0.1:3306/"
+        good = cli("run", "scenarios/skip-locked.yaml", "--dsn", dsn)
+        bad = cli("run", "scenarios/skip-locked.yaml", "--dsn", dsn.replace("Pw-77", "Pw-78"))
+    finally:
+        conn.query(b"DROP USER IF EXISTS 'jqd_pw_test'@'127.0.0.1'")
+        conn.close()
+    assert good.returncode == 0, good.stderr
+    assert bad.returncode == 3
+    for done in (good, bad):
+        assert "S3cret" not in done.stdout + done.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_unreachable_server_is_one_line_exit_3():
+    done = cli("run", "scenarios/skip-locked.yaml", "--dsn", "mysql://root@127.0.0.1:1/test", timeout=15)
+    assert done.returncode == 3
+    assert done.stderr.strip().count("\n") == 0
+    assert "127.0.0.1:1" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_lesson_name_resolves_like_a_path():
+    done = cli("run", "skip-locked", cwd=Path("/"))
+    assert done.returncode == 0, done.stderr
+    assert_matches_seed(done.stdout)
+
+
+def _dsn_env(info) -> dict:
+    """Point the CLI at the same server the fixture uses (the embedded one via its socket)."""
+    if info.embedded:
+        return {"JOBQUEUE_DEMO_DSN": f"mysql://root@localhost/?unix_socket={info.params.unix_socket}"}
+    return {"JOBQUEUE_DEMO_DSN": LOCAL_DSN}

@@ -1,0 +1,101 @@
+"""Waits, errors and faults on real servers: what blocks, who blocks it, what comes back."""
+
+from __future__ import annotations
+
+from conftest import ROOT, cli
+from jobqueue_demo import app as core
+from jobqueue_demo import events as ev
+from jobqueue_demo import mysql_errors
+from jobqueue_demo.errors import StuckError
+
+import pytest
+
+
+def run(name: str, server, step_timeout: float = 10.0):
+    path = ROOT / "scenarios" / f"{name}.yaml" if "/" not in name else name
+    return core.run(core.load(str(path)), server, step_timeout)
+
+
+def of(report, kind):
+    return [e for e in report.events if isinstance(e, kind)]
+
+
+def test_for_update_waits_then_completes_after_commit(server):
+    report = run("for-update-waits", server)
+    assert report.mismatches == []
+    (waiting,) = of(report, ev.Waiting)
+    assert (waiting.session, waiting.kind, waiting.blockers) == ("B", "row lock", ("A",))
+    order = [(type(e).__name__, getattr(e, "session", None)) for e in report.events if isinstance(e, ev.Completed)]
+    commit = next(i for i, e in enumerate(of(report, ev.Completed)) if e.sql == "COMMIT;" and e.session == "A")
+    completion = of(report, ev.Completed)[commit + 1]
+    assert completion.session == "B" and completion.waited_ms is not None, order
+    assert completion.result.rows == (("2", "generate invoice"),)
+
+
+def test_nowait_fails_at_once(server):
+    report = run("nowait", server)
+    assert report.mismatches == []
+    assert of(report, ev.Waiting) == []
+    errors = [e.result.error.errno for e in of(report, ev.Completed) if e.result.error]
+    assert len(errors) == 1 and errors[0] in mysql_errors.CLASSES["lock-not-available"]
+
+
+def test_skip_locked_waits_behind_metadata_lock(server):
+    report = run("metadata-lock", server)
+    assert report.mismatches == []
+    (waiting,) = of(report, ev.Waiting)
+    assert waiting.kind == "metadata lock"
+    if server.embedded:  # the embedded server loads metadata_lock_info, so the holder is known
+        assert waiting.blockers == ("A",)
+
+
+def test_deadlock_names_the_victim(server):
+    report = run("deadlock", server)
+    assert report.mismatches == []
+    victims = [e for e in of(report, ev.Completed) if e.result.error and e.result.error.errno == 1213]
+    assert [v.session for v in victims] == ["B"]
+    done = cli("run", "scenarios/deadlock.yaml", env=_env(server))
+    assert "B was chosen as the deadlock victim: its whole transaction was rolled back" in done.stdout
+
+
+@pytest.mark.parametrize("name", ["kill-worker", "disconnect-worker"])
+def test_killed_or_disconnected_worker_releases_its_claim(server, name):
+    report = run(name, server)
+    assert report.mismatches == []
+    (fault,) = of(report, ev.FaultApplied)
+    assert fault.took_ms is not None and "rolled back" in fault.detail
+    reclaimed = [e for e in of(report, ev.Completed) if e.comment == "B's job, back in the queue"]
+    assert reclaimed[0].result.rows == (("2", "generate invoice"),)
+    last = of(report, ev.Completed)[-1]
+    assert last.session == "B" and last.result.error.errno in mysql_errors.LOST_CONNECTION
+
+
+def test_stuck_schedule_names_the_chain_without_sitting_out_timeouts(server):
+    with pytest.raises(StuckError) as stuck:
+        run(str(ROOT / "tests" / "data" / "stuck.yaml"), server, step_timeout=60)
+    message = str(stuck.value)
+    assert "stuck.yaml:11 (step 5)" in message
+    assert "B waits for A on 'SELECT id FROM jobs WHERE id = 1 FOR UPDATE;' (A idle" in message
+
+
+def test_stuck_cli_exit_1_and_nothing_left_behind(local):
+    from conftest import scratch_databases
+
+    before = scratch_databases(local)
+    done = cli("run", "tests/data/stuck.yaml", "--step-timeout", "60", env=_env(local))
+    assert done.returncode == 1
+    assert "B waits for A" in done.stderr and "Traceback" not in done.stderr
+    assert scratch_databases(local) == before
+
+
+def test_errors_are_results_and_settings_apply(server):
+    report = run(str(ROOT / "tests" / "data" / "errors-are-results.yaml"), server)
+    assert report.mismatches == []
+    (locks,) = of(report, ev.LocksShown)
+    assert any(row[0] == "A" for row in locks.rows)
+
+
+def _env(info) -> dict:
+    if info.embedded:
+        return {"JOBQUEUE_DEMO_DSN": f"mysql://root@localhost/?unix_socket={info.params.unix_socket}"}
+    return {"JOBQUEUE_DEMO_DSN": "mysql://root@127.0.0.1:3306/test"}
