@@ -134,6 +134,24 @@ def record(
     print(f"{loaded.path}: recorded {written} statement result(s); {core.verified_line(server)}")
 
 
+@app.command()
+def lessons() -> None:
+    """List the lessons that ship with jobqueue-demo.
+
+    Each can be given by name to run, verify, record and export.
+
+    \b
+    Example:
+      jobqueue-demo lessons
+      jobqueue-demo run nowait
+    """
+    from .lessons import catalogue
+
+    for lesson in catalogue():
+        print(f"{lesson.name:22s} {lesson.summary}")
+        print(f"{'':22s} sessions {', '.join(lesson.sessions)}; verified: {lesson.verified or 'not recorded'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: the one place where domain errors become a message and an exit code.
 
