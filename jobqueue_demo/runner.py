@@ -25,7 +25,7 @@ from .waits import WaitMonitor
 # A lock wait is normally visible 2-5 ms after sending; polling this often keeps the
 # detection latency near the server's own, without a fixed sleep.
 POLL_FIRST_S = 0.0005
-POLL_MAX_S = 0.004
+POLL_MAX_S = 0.002
 # How long a freed waiter's answer may be held back for the statement that freed it.
 LEAD_FIRST_S = 0.05
 CAPTURE_REF = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
@@ -234,6 +234,9 @@ class Run:
                     if not session.waiting:
                         yield self._waiting(session, waiting_now[session.name])
                 return
+            # A new sighting is re-checked at once: a deadlock victim or a freed waiter shows
+            # its wait only for a moment.
+            interval = 0.0 if waiting_now and waiting_now != confirmed else min(max(interval, POLL_FIRST_S) * 2, POLL_MAX_S)
             confirmed = waiting_now
             if time.perf_counter() > deadline:
                 running = [s.name for s in busy if s.name not in waiting_now]
@@ -241,7 +244,6 @@ class Run:
                     f"step timeout: {', '.join(running)} still running after {self.options.step_timeout:g} s "
                     "(raise --step-timeout for slow statements)"
                 )
-            interval = min(interval * 2, POLL_MAX_S)
 
     def _completion(self, session: Session) -> ev.Completed:
         index, step, sql = self._inflight.pop(session.name)
