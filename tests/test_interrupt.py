@@ -1,0 +1,68 @@
+"""Ctrl-C at any point: sessions rolled back, scratch database dropped, server stopped, exit 130."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import LOCAL_DSN, ROOT, local_server_reachable, scratch_databases
+
+
+def start(*args: str, env: dict) -> subprocess.Popen:
+    full = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"}
+    full.update(env, NO_COLOR="1", PYTHONUNBUFFERED="1")
+    return subprocess.Popen(
+        [sys.executable, "-m", "jobqueue_demo", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=full,
+        cwd=ROOT,
+    )
+
+
+def interrupt_while_waiting(proc: subprocess.Popen) -> tuple[int, str, str]:
+    """Wait until B is shown waiting, then press Ctrl-C."""
+    lines = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        lines.append(line)
+        if "waiting for a row lock held by A" in line or not line:
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    return proc.returncode, "".join(lines) + out, err
+
+
+@pytest.mark.skipif(not local_server_reachable(), reason="no server on 127.0.0.1:3306")
+def test_ctrl_c_rolls_back_and_drops_scratch_database(local):
+    before = scratch_databases(local)
+    proc = start("run", "tests/data/long-wait.yaml", "--step-timeout", "60", env={"JOBQUEUE_DEMO_DSN": LOCAL_DSN})
+    code, out, err = interrupt_while_waiting(proc)
+    assert code == 130, err
+    assert "waiting for a row lock held by A" in out
+    assert "Traceback" not in err
+    assert scratch_databases(local) == before
+    conn = local.params.connect()
+    try:
+        conn.query(b"SHOW ENGINE INNODB STATUS")
+        status = conn.store_result().fetch_row(0)[0][2]
+    finally:
+        conn.close()
+    assert "SELECT id FROM jobs WHERE id = 1 FOR UPDATE" not in status
+
+
+def test_ctrl_c_stops_the_embedded_server(tmp_path):
+    proc = start("run", "tests/data/long-wait.yaml", "--step-timeout", "60", env={"TMPDIR": str(tmp_path)})
+    code, out, err = interrupt_while_waiting(proc)
+    assert code == 130, err
+    assert "waiting for a row lock held by A" in out
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("jobqueue-demo-")] == []
+    alive = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True)
+    assert alive.stdout.strip() == ""
