@@ -27,6 +27,9 @@ from .scenario import (
 )
 from . import mysql_errors
 
+# libyaml's parser, when PyYAML was built with it, reads a lesson several times faster;
+# both give the same nodes and marks.
+SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 24
 SESSION_NAME_MAX = 32
@@ -73,7 +76,7 @@ def _compose(path: str, text: str) -> yaml.Node:
     """
     depth = 0
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        for event in yaml.parse(text, Loader=SafeLoader):
             if isinstance(event, yaml.AliasEvent):
                 _fail_at(path, event.start_mark, "YAML aliases (*name) are not allowed in scenarios")
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
@@ -82,7 +85,7 @@ def _compose(path: str, text: str) -> yaml.Node:
                     _fail_at(path, event.start_mark, f"nested deeper than {MAX_DEPTH} levels")
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
-        loader = yaml.SafeLoader(text)
+        loader = SafeLoader(text)
         try:
             return loader.get_single_node()
         finally:

@@ -221,8 +221,11 @@ def expanded_leaves(node: yaml.Node, memo: dict | None = None) -> int:
 @pytest.mark.parametrize("opener", ["[", "{a: ", "- "], ids=["flow lists", "flow mappings", "block lists"])
 def test_deep_nesting_refused_without_recursion(tmp_path, opener):
     # pytest.raises(ScenarioError) would let a RecursionError through as a failure.
-    err = load_fails(write(tmp_path, opener * 10_000), 1, MAX_DEPTH * len(opener) + 1)
-    assert f"nested deeper than {MAX_DEPTH} levels" in err.detail
+    # libyaml, when present, stops a flow collection at its own depth limit while scanning
+    # ahead, before the loader's event check sees level MAX_DEPTH.
+    err = load_fails(write(tmp_path, opener * 10_000))
+    assert f"nested deeper than {MAX_DEPTH} levels" in err.detail or "maximum nesting depth" in err.detail
+    assert err.line == 1 and err.column is not None
 
 
 def test_too_large(tmp_path):
