@@ -28,6 +28,7 @@ $(BIN): pyproject.toml | system-packages
 	[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip >/dev/null
 	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m compileall -q jobqueue_demo >/dev/null  # bytecode even where PYTHONDONTWRITEBYTECODE is set
 	touch $(BIN)
 
 demo: install

@@ -532,8 +532,10 @@ def _read_log(path: Path) -> str:
 
 
 def _terminate(process: subprocess.Popen) -> None:
+    # The datadir is thrown away, so there is nothing to shut down cleanly for: SIGKILL
+    # saves the ~60 ms InnoDB spends flushing on SIGTERM.
     try:
-        process.terminate()
+        process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(STOP_TIMEOUT_S)
     finally:
