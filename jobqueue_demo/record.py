@@ -39,13 +39,17 @@ def _error_spelling(errno: int) -> str:
     return mysql_errors.name_of(errno) or str(errno)
 
 
-def expectation_text(outcome: Outcome, indent: int) -> str:
-    """The `expect:` entry for an outcome, its first line unindented, the rest at `indent`."""
+def expectation_text(outcome: Outcome, indent: int, assert_no_wait: bool = False) -> str:
+    """The `expect:` entry for an outcome, its first line unindented, the rest at `indent`.
+
+    `waits: true` is always recorded; `waits: false` only where the author asked for it,
+    since "did not wait" is the point of few statements.
+    """
     pad = " " * (indent + 2)
     result: Result | None = outcome.result
     fields: list[str] = []
-    if outcome.waited:
-        fields.append("waits: true")
+    if outcome.waited or assert_no_wait:
+        fields.append(f"waits: {'true' if outcome.waited else 'false'}")
     if result is None:
         pass
     elif result.error is not None:
@@ -62,6 +66,8 @@ def expectation_text(outcome: Outcome, indent: int) -> str:
         return "expect: ok"
     else:
         fields.append("ok: true")
+    if all("\n" not in f for f in fields) and sum(map(len, fields)) < 50:
+        return "expect: {" + ", ".join(fields) + "}"
     return "expect:\n" + "\n".join(pad + f for f in fields)
 
 
@@ -89,7 +95,7 @@ def rewrite(scenario: Scenario, outcomes: dict[int, Outcome], verified: str) -> 
 
 def _edit(text: str, step: Statement, outcome: Outcome) -> tuple[int, int, str]:
     indent = _column(text, step.span.start)
-    new = expectation_text(outcome, indent)
+    new = expectation_text(outcome, indent, step.expect is not None and step.expect.waits is False)
     if step.expect_span is not None:
         return step.expect_span.start, _trim_end(text, step.expect_span.end), new
     end = _trim_end(text, step.span.end)

@@ -162,3 +162,14 @@ def _dsn_env(info) -> dict:
     if info.embedded:
         return {"JOBQUEUE_DEMO_DSN": f"mysql://root@localhost/?unix_socket={info.params.unix_socket}"}
     return {"JOBQUEUE_DEMO_DSN": LOCAL_DSN}
+
+
+def test_record_on_a_recorded_file_changes_only_verified(tmp_path, server):
+    copy = tmp_path / "seed.yaml"
+    original = "\n".join(l for l in SEED.read_text().splitlines() if not l.startswith("verified:"))
+    copy.write_text(original + "\n")
+    done = cli("record", str(copy), env=_dsn_env(server))
+    assert done.returncode == 0, done.stderr
+    lines = copy.read_text().splitlines()
+    assert lines[-1] == f"verified: {server.label} on " + lines[-1].split(" on ")[-1]
+    assert "\n".join(lines[:-1]) == original
