@@ -14,7 +14,7 @@ from .result import Result
 from .scenario import Scenario, Statement
 from .verify import Outcome
 
-PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_ .,/@()+=-]*$")
+PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_ ./@()+=-]*$")
 YAML_WORDS = {"null", "~", "true", "false", "yes", "no", "on", "off", "y", "n"}
 PORTABLE_CLASSES = ("lock-not-available", "connection-lost")
 

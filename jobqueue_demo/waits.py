@@ -144,6 +144,11 @@ class WaitMonitor:
                 f"WHERE r.trx_mysql_thread_id = {int(thread_id)}"
             )
         rows = self.rows(sql, innodb_is=not self.mysql)
+        if not rows and not self.mysql:
+            # The cache idles on every reader's clock, not just ours: another client's read
+            # (a run just before this one) can leave it stale. Once left alone, it refreshes.
+            self._innodb_is_read = time.monotonic()
+            rows = self.rows(sql, innodb_is=True)
         blockers = tuple(sorted({int(r[0]) for r in rows}))
         lock = ""
         if rows:
