@@ -43,13 +43,12 @@ def _ids(names: dict[int, str]) -> str:
 
 
 def _mariadb_row_locks(monitor, names) -> list[tuple]:
-    rows = monitor.rows(
+    rows = monitor.fresh_rows(
         "SELECT t.trx_mysql_thread_id, l.lock_table, l.lock_index, l.lock_mode, l.lock_data, "
         "EXISTS (SELECT 1 FROM information_schema.INNODB_LOCK_WAITS w WHERE w.requested_lock_id = l.lock_id) "
         "FROM information_schema.INNODB_LOCKS l "
         "JOIN information_schema.INNODB_TRX t ON t.trx_id = l.lock_trx_id "
         f"WHERE t.trx_mysql_thread_id IN ({_ids(names)})",
-        innodb_is=True,
     )
     return [
         (names[int(tid)], _table(_text(table)), _text(index), _text(mode), _text(data), "waiting" if int(_text(waits)) else "granted")

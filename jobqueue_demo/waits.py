@@ -85,6 +85,11 @@ class WaitMonitor:
             self._innodb_is_read = time.monotonic()
         return stored.fetch_row(0) if stored is not None else ()
 
+    def fresh_rows(self, sql: str) -> tuple:
+        """Read InnoDB's cached tables after leaving the cache alone long enough to refresh."""
+        self._innodb_is_read = time.monotonic()
+        return self.rows(sql, innodb_is=True)
+
     def _transactions(self) -> dict[int, TrxStatus]:
         rows = self.rows("SHOW ENGINE INNODB STATUS")
         return parse_innodb_status(_s(rows[0][2]) if rows else "")
@@ -147,8 +152,7 @@ class WaitMonitor:
         if not rows and not self.mysql:
             # The cache idles on every reader's clock, not just ours: another client's read
             # (a run just before this one) can leave it stale. Once left alone, it refreshes.
-            self._innodb_is_read = time.monotonic()
-            rows = self.rows(sql, innodb_is=True)
+            rows = self.fresh_rows(sql)
         blockers = tuple(sorted({int(r[0]) for r in rows}))
         lock = ""
         if rows:
