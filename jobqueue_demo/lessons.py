@@ -10,8 +10,14 @@ from .errors import ScenarioError
 
 
 def lesson_dirs() -> list[Path]:
+    """Where lessons are looked up: the installed package data, else a checkout's scenarios/.
+
+    Never both: next to an installed package, `../scenarios` is a folder of site-packages
+    that may belong to another distribution.
+    """
     here = Path(__file__).resolve().parent
-    return [here / "lessons", here.parent / "scenarios"]
+    installed = here / "lessons"
+    return [installed] if installed.is_dir() else [here.parent / "scenarios"]
 
 
 def resolve(name: str) -> str:
@@ -31,18 +37,19 @@ class Lesson:
     summary: str
     sessions: tuple[str, ...]
     verified: str | None
+    problem: str | None = None  # why the file cannot be loaded; the other fields are then empty
 
 
 def catalogue() -> list[Lesson]:
-    """Every shipped lesson, by name; the installed copy wins over a source checkout's."""
+    """Every shipped lesson, by name. One unreadable file does not hide the others."""
     from .loader import load_scenario
 
-    found: dict[str, Path] = {}
-    for folder in reversed(lesson_dirs()):
-        for path in sorted(folder.glob("*.yaml")):
-            found[path.stem] = path
     out = []
-    for name, path in sorted(found.items()):
-        scenario = load_scenario(str(path))
-        out.append(Lesson(name, str(path), scenario.summary or scenario.title, scenario.session_names, scenario.verified))
+    for path in sorted(p for folder in lesson_dirs() for p in folder.glob("*.yaml")):
+        try:
+            scenario = load_scenario(str(path))
+        except ScenarioError as e:
+            out.append(Lesson(path.stem, str(path), "", (), None, str(e)))
+            continue
+        out.append(Lesson(path.stem, str(path), scenario.summary or scenario.title, scenario.session_names, scenario.verified))
     return out
