@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import os
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 
 from .errors import UsageError
@@ -39,10 +39,13 @@ def run(scenario: Scenario, server, step_timeout: float, on_event: Callable | No
     from .verify import check
 
     events = []
-    for event in Run(scenario, server, RunOptions(step_timeout=step_timeout)).events():
-        events.append(event)
-        if on_event is not None:
-            on_event(event)
+    # Closed here, not when garbage collected: an exception from on_event (a viewer quitting,
+    # Ctrl-C) must roll back and drop the scratch database while the server is still up.
+    with closing(Run(scenario, server, RunOptions(step_timeout=step_timeout)).events()) as stream:
+        for event in stream:
+            events.append(event)
+            if on_event is not None:
+                on_event(event)
     checked = sum(1 for _, s in scenario.statements() if s.expect is not None)
     return RunReport(events, check(scenario, events), checked)
 
@@ -66,3 +69,55 @@ def record(scenario: Scenario, server, step_timeout: float) -> int:
         f.write(text)
     os.replace(tmp, scenario.path)
     return len(seen)
+
+
+def lesson_name(scenario: Scenario) -> str:
+    """How a reader names this lesson to `run`: the shipped lesson's name, else its path."""
+    from pathlib import Path
+
+    from .lessons import lesson_dirs
+
+    path = Path(scenario.path).resolve()
+    if any(path.parent == folder.resolve() for folder in lesson_dirs()):
+        return path.stem
+    return scenario.path
+
+
+def lesson_page(scenario: Scenario, server, step_timeout: float, fmt: str) -> str:
+    """Run and verify the scenario, then render its lesson page; a page is only ever made
+    from a run that met every expectation."""
+    from .errors import ExpectationsNotMet
+    from .render.export import LessonFacts, render_page
+
+    report = run(scenario, server, step_timeout)
+    if report.mismatches:
+        raise ExpectationsNotMet(
+            f"{scenario.path}: {len(report.mismatches)} expectation(s) not met on {server.label}; no page written",
+            report.mismatches,
+        )
+    facts = LessonFacts(scenario, tuple(report.events), verified_line(server), lesson_name(scenario))
+    return render_page(facts, fmt)
+
+
+def write_file(path: str, text: str) -> None:
+    """Write `text` whole or not at all: a reader never sees half a page."""
+    tmp = f"{path}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise UsageError(f"{path}: cannot write: {e.strerror}") from None
+
+
+def check_writable(path: str) -> None:
+    """Fail before a run, not after it, when the page could not be written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"{path}: is a directory")
+    if not os.path.isdir(folder):
+        raise UsageError(f"{path}: no such directory {folder}")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{path}: cannot write to {folder}")

@@ -7,8 +7,10 @@ stuck schedule), 2 bad scenario or usage, 3 server or connection problem, 130 in
 from __future__ import annotations
 
 import os
+import signal
 import sys
-from pathlib import Path
+from contextlib import contextmanager
+from enum import Enum
 from typing import List, Optional
 
 import typer
@@ -17,7 +19,7 @@ from .errors import EXIT_MISMATCH, EXIT_OK, DemoError
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 expectations not met or the schedule got stuck; "
-    "2 bad scenario or usage; 3 server or connection problem; 130 interrupted."
+    "2 bad scenario or usage; 3 server or connection problem; 130 interrupted (Ctrl-C or SIGTERM)."
 )
 
 app = typer.Typer(
@@ -51,29 +53,157 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+class Layout(str, Enum):
+    transcript = "transcript"
+    columns = "columns"
+
+
+class RunFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class PageFormat(str, Enum):
+    html = "html"
+    md = "md"
+
+
 @app.command()
 def run(
     scenario: str = typer.Argument(..., help="Scenario file or lesson name."),
     dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
     step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1),
+    step: bool = typer.Option(
+        False, "--step", help="Pause before each step and show what comes next: Enter runs it, q quits "
+        "(sessions rolled back, scratch database dropped)."
+    ),
+    pace: Optional[float] = typer.Option(
+        None, "--pace", metavar="SECONDS", min=0.0, show_default=False,
+        help="Run one step every SECONDS, for a talk; with --step, Enter runs the next one sooner.",
+    ),
+    layout: Layout = typer.Option(
+        Layout.transcript, "--layout", help="transcript: psql style; columns: one column per session, time downwards."
+    ),
+    fmt: RunFormat = typer.Option(
+        RunFormat.text, "--format", help="text, or json: one JSON object per event per line (JSON Lines)."
+    ),
 ) -> None:
     """Run a scenario and print its transcript.
 
     \b
     Example:
       jobqueue-demo run scenarios/skip-locked.yaml
+      jobqueue-demo run skip-locked --step --layout columns
+      jobqueue-demo run skip-locked --pace 3
+      jobqueue-demo run skip-locked --format json
       jobqueue-demo run scenarios/skip-locked.yaml --dsn mysql://root@127.0.0.1:3306/test
     """
     from . import app as core
-    from .render.transcript import TranscriptWriter, event_lines
+    from .errors import UsageError
+    from .render.stepper import Pacing, Quit
 
+    if fmt is RunFormat.json and layout is Layout.columns:
+        raise UsageError("--layout columns is a text layout; leave it out with --format json")
     loaded = core.load(scenario)
-    writer = TranscriptWriter(sys.stdout, loaded.session_names, _color())
+    show = _run_view(loaded, layout, fmt)
     with core.server(dsn) as server:
         _say(f"-- {loaded.title}: on {server.label} ({server.where})")
-        report = core.run(loaded, server, step_timeout, lambda e: writer.write(event_lines(e)))
+        with _step_gate(Pacing(step, pace), len(loaded.steps)) as gate:
+
+            def on_event(event) -> None:
+                gate(event)
+                show(event)
+
+            try:
+                report = core.run(loaded, server, step_timeout, on_event)
+            except Quit as stop:
+                _say(f"-- {stop}: sessions rolled back, scratch database dropped")
+                return
     if report.mismatches:
         _say(f"-- note: {len(report.mismatches)} expectation(s) not met; 'jobqueue-demo verify' shows them")
+
+
+def _run_view(loaded, layout: Layout, fmt: RunFormat):
+    """A function that shows one event on standard output, in the chosen form."""
+    import shutil
+
+    if fmt is RunFormat.json:
+        from .render.events_json import JsonEventsView
+
+        return JsonEventsView(sys.stdout).write
+    if layout is Layout.columns:
+        from .render.columns import ColumnsView
+
+        width = shutil.get_terminal_size().columns
+        return ColumnsView(sys.stdout, loaded.session_names, width, sys.stdout.isatty()).write
+    from .render.transcript import TranscriptWriter, event_lines
+
+    writer = TranscriptWriter(sys.stdout, loaded.session_names, _color())
+    return lambda event: writer.write(event_lines(event))
+
+
+@contextmanager
+def _step_gate(pacing, total: int):
+    """What to call with each event before it is shown: holds steps for --step and --pace."""
+    import shutil
+
+    from .render.stepper import Keys, StepGate
+
+    if not pacing.step:
+        yield StepGate(pacing, total, None, sys.stderr, 80)
+        return
+    if sys.stdin is None:
+        from .errors import UsageError
+
+        raise UsageError("--step reads keys from standard input, and there is none")
+    with Keys(sys.stdin.fileno()) as keys:
+        yield StepGate(pacing, total, keys, sys.stderr, shutil.get_terminal_size().columns)
+
+
+@app.command()
+def export(
+    scenario: str = typer.Argument(..., help="Scenario file or lesson name."),
+    output: str = typer.Option("-", "-o", "--output", help="File to write the page to; - for standard output."),
+    fmt: Optional[PageFormat] = typer.Option(
+        None, "--format", show_default=False, help="html or md; by default from the -o file's suffix (.md), else html."
+    ),
+    dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
+    step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1),
+) -> None:
+    """Run and verify a scenario, then write its lesson page.
+
+    The page has the title, introduction, the transcript with narration, why each piece
+    matters, "Verified against <server> <version> on <date>", how to run it yourself and
+    the scenario source. HTML pages are self-contained (inline CSS, nothing loaded from the
+    network). When the run does not meet the scenario's expectations nothing is written: each
+    difference is listed and the exit code is 1.
+
+    \b
+    Example:
+      jobqueue-demo export skip-locked -o skip-locked.html
+      jobqueue-demo export scenarios/nowait.yaml --format md -o nowait.md
+    """
+    from . import app as core
+    from .errors import ExpectationsNotMet
+
+    if fmt is None:
+        fmt = PageFormat.md if output.lower().endswith((".md", ".markdown")) else PageFormat.html
+    if output != "-":
+        core.check_writable(output)
+    loaded = core.load(scenario)
+    with core.server(dsn) as server:
+        _say(f"-- {loaded.title}: on {server.label} ({server.where})")
+        try:
+            page = core.lesson_page(loaded, server, step_timeout, fmt.value)
+        except ExpectationsNotMet as e:
+            for mismatch in e.mismatches:
+                _say("  " + str(mismatch).replace("\n", "\n  "))
+            raise
+    if output == "-":
+        sys.stdout.write(page)
+        return
+    core.write_file(output, page)
+    _say(f"-- wrote {output} ({fmt.value})")
 
 
 @app.command()
@@ -145,11 +275,27 @@ def lessons() -> None:
       jobqueue-demo lessons
       jobqueue-demo run nowait
     """
+    from .errors import EXIT_USAGE
     from .lessons import catalogue
 
-    for lesson in catalogue():
-        print(f"{lesson.name:22s} {lesson.summary}")
-        print(f"{'':22s} sessions {', '.join(lesson.sessions)}; verified: {lesson.verified or 'not recorded'}")
+    found = catalogue()
+    width = max((len(lesson.name) for lesson in found), default=0)
+    for lesson in found:
+        if lesson.problem:
+            _say(f"jobqueue-demo: {lesson.problem}")
+            continue
+        print(f"{lesson.name:{width}s}  {lesson.summary}")
+        print(f"{'':{width}s}  sessions {', '.join(lesson.sessions)}; verified: {lesson.verified or 'not recorded'}")
+    if any(lesson.problem for lesson in found):
+        raise typer.Exit(EXIT_USAGE)
+
+
+from . import cli_explore  # noqa: E402,F401  registers explore
+from . import cli_workers  # noqa: E402,F401  registers workers and bench
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
 
     Usage errors, --help and Ctrl-C (130) are handled by typer's standalone mode.
     """
+    # `kill <pid>` gets the same clean-up as Ctrl-C: sessions rolled back, scratch database
+    # dropped, embedded server stopped.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         app(args=argv)
     except SystemExit as e:

@@ -51,3 +51,11 @@ class StuckError(DemoError):
 
 class MismatchError(DemoError):
     exit_code = EXIT_MISMATCH
+
+
+class ExpectationsNotMet(MismatchError):
+    """A run that differs from its scenario's expectations; `mismatches` lists each difference."""
+
+    def __init__(self, message: str, mismatches: list):
+        super().__init__(message)
+        self.mismatches = mismatches

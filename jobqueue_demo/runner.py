@@ -1,9 +1,11 @@
 """Runs a scenario's schedule on a server and yields what happened, in order.
 
 Like PostgreSQL's isolationtester: one connection per session plus a control connection
-that sets up the scratch database and watches for lock waits. After every step the runner
+that sets up the scratch database and watches for lock waits. After every step the driver
 "settles": each session with a statement in flight either answers or is seen waiting on a
 lock, so the transcript is in the order things happened and a wait never hangs the run.
+`Run` takes the steps in file order; `explore` drives the same `Driver` one chosen step at
+a time, asking it which sessions are blocked.
 """
 
 from __future__ import annotations
@@ -34,10 +36,42 @@ CAPTURE_REF = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 @dataclass(frozen=True)
 class RunOptions:
     step_timeout: float = 10.0
+    # Naming a row lock's holder reads InnoDB's cached lock tables, at most once per 0.1 s;
+    # explore turns it off for the many schedules it only classifies.
+    name_blockers: bool = True
 
 
 class Run:
     """One run of one scenario; iterate `events()` once."""
+
+    def __init__(self, scenario: Scenario, server: ServerInfo, options: RunOptions = RunOptions()):
+        self.scenario = scenario
+        self.driver = Driver(scenario, server, options)
+        self.database = self.driver.database
+
+    @property
+    def sessions(self) -> dict[str, Session]:
+        return self.driver.sessions
+
+    def events(self) -> Iterator[ev.Event]:
+        driver = self.driver
+        driver.started = time.perf_counter()
+        try:
+            driver.open()
+            yield ev.RunStarted(self.scenario.title, driver.server.label, self.database)
+            for index, step in enumerate(self.scenario.steps):
+                yield ev.StepStarting(index, step)
+                yield from driver.step(index, step)
+            still = [s for s in self.sessions.values() if s.busy]
+            if still:
+                raise StuckError(driver.stuck_message(len(self.scenario.steps), "the scenario ended", still))
+            yield ev.RunFinished(driver.now())
+        finally:
+            driver.close()
+
+
+class Driver:
+    """A scenario's sessions on a scratch database, taking one step at a time."""
 
     def __init__(self, scenario: Scenario, server: ServerInfo, options: RunOptions = RunOptions()):
         self.scenario = scenario
@@ -56,22 +90,7 @@ class Run:
 
     # -- lifecycle -------------------------------------------------------------
 
-    def events(self) -> Iterator[ev.Event]:
-        self.started = time.perf_counter()
-        try:
-            self._open()
-            yield ev.RunStarted(self.scenario.title, self.server.label, self.database)
-            for index, step in enumerate(self.scenario.steps):
-                yield ev.StepStarting(index, step)
-                yield from self._step(index, step)
-            still = [s for s in self.sessions.values() if s.busy]
-            if still:
-                raise StuckError(self._stuck_message(len(self.scenario.steps), "the scenario ended", still))
-            yield ev.RunFinished(self._now())
-        finally:
-            self._close()
-
-    def _open(self) -> None:
+    def open(self) -> None:
         self.control = self.server.params.connect(multi_statements=True)
         self.monitor = WaitMonitor(self.control, self.server.flavor)
         self._control(f"CREATE DATABASE `{self.database}`")
@@ -81,6 +100,48 @@ class Run:
             self._run_setup()
         for spec in self.scenario.sessions:
             self.sessions[spec.name] = self._connect(spec)
+
+    def recreate_database(self) -> None:
+        """Drop the scratch database and build it again from the setup; sessions must be idle."""
+        self._control(f"DROP DATABASE `{self.database}`")
+        self._control(f"CREATE DATABASE `{self.database}`")
+        self._control(f"USE `{self.database}`")
+        if self.scenario.setup:
+            self._run_setup()
+
+    def restart_sessions(self) -> None:
+        """Give every session a clean slate, as if newly connected, and forget captures.
+
+        COM_CHANGE_USER rolls back, drops temporary tables, releases table and user locks
+        and resets session variables, at a fifth of the cost of a new connection. A session
+        that is gone, or still inside a statement, gets a new connection instead.
+        """
+        import MySQLdb
+
+        for name, session in list(self.sessions.items()):
+            if session.busy and not session.closed:
+                self._kill_quietly(session.thread_id)
+                session.close()
+            if not session.closed:
+                try:
+                    params = self.server.params
+                    session.conn.change_user(params.user, params.password, self.database)
+                    self._apply_settings(session.conn, self.specs[name])
+                    continue
+                except MySQLdb.OperationalError:
+                    session.close()  # killed by a fault step: the server has already ended it
+            self.sessions[name] = self._connect(self.specs[name])
+        self.captures = {name: {} for name in self.sessions}
+        self._inflight.clear()
+        self._blocker_names.clear()
+
+    def blocked(self) -> frozenset[str]:
+        """Sessions whose statement has not answered yet; after a step, each waits on a lock."""
+        return frozenset(s.name for s in self.sessions.values() if s.busy)
+
+    def settle(self) -> Iterator[ev.Event]:
+        """Look again at the statements in flight, reporting those that answered since."""
+        return self._settle()
 
     def _run_setup(self) -> None:
         import MySQLdb
@@ -97,21 +158,21 @@ class Run:
 
     def _connect(self, spec: SessionSpec) -> Session:
         conn = self.server.params.connect(database=self.database)
-        for sql in self._settings(spec):
-            conn.query(sql.encode())
+        self._apply_settings(conn, spec)
         return Session(spec.name, conn, conn.thread_id())
 
-    def _settings(self, spec: SessionSpec) -> list[str]:
-        out = []
+    def _apply_settings(self, conn, spec: SessionSpec) -> None:
+        settings = []
         if spec.isolation:
-            out.append(f"SET SESSION {self.server.isolation_variable} = '{ISOLATION_LEVELS[spec.isolation]}'")
+            settings.append(f"{self.server.isolation_variable} = '{ISOLATION_LEVELS[spec.isolation]}'")
         if spec.innodb_lock_wait_timeout is not None:
-            out.append(f"SET SESSION innodb_lock_wait_timeout = {spec.innodb_lock_wait_timeout}")
+            settings.append(f"innodb_lock_wait_timeout = {spec.innodb_lock_wait_timeout}")
         if spec.lock_wait_timeout is not None:
-            out.append(f"SET SESSION lock_wait_timeout = {spec.lock_wait_timeout}")
-        return out
+            settings.append(f"lock_wait_timeout = {spec.lock_wait_timeout}")
+        if settings:
+            conn.query(("SET SESSION " + ", ".join(settings)).encode())
 
-    def _close(self) -> None:
+    def close(self) -> None:
         """Leave nothing behind: end every session's transaction, drop the scratch database.
 
         A session stuck in a lock wait would not notice its socket closing, and its locks
@@ -152,12 +213,12 @@ class Run:
                 raise ServerError(f"lost the control connection: {e.args[-1]}") from None
             raise
 
-    def _now(self) -> float:
+    def now(self) -> float:
         return (time.perf_counter() - self.started) * 1000.0
 
     # -- steps -----------------------------------------------------------------
 
-    def _step(self, index: int, step) -> Iterator[ev.Event]:
+    def step(self, index: int, step) -> Iterator[ev.Event]:
         if isinstance(step, Narration):
             yield ev.Narrated(index, step.text)
         elif isinstance(step, Statement):
@@ -174,13 +235,13 @@ class Run:
     def _statement(self, index: int, step: Statement) -> Iterator[ev.Event]:
         session = self.sessions[step.session]
         if session.busy:
-            raise StuckError(self._stuck_message(index, f"{step.session}'s next statement cannot be sent", [session]))
+            raise StuckError(self.stuck_message(index, f"{step.session}'s next statement cannot be sent", [session]))
         sql = self._substitute(step)
         self._inflight[session.name] = (index, step, sql)
         early = session.send(sql)
         if early is not None:
             del self._inflight[session.name]
-            yield ev.Completed(index, step.session, sql, step.comment, early, self._now())
+            yield ev.Completed(index, step.session, sql, step.comment, early, self.now())
             return
         yield from self._settle(lead=session)
 
@@ -255,16 +316,18 @@ class Run:
         elif step.capture and result.error is None:
             self.captures[session.name][step.capture] = None
         blockers = self._blocker_names.pop(session.name, ())
-        return ev.Completed(index, session.name, sql, step.comment, result, self._now(), waited_ms, blockers)
+        return ev.Completed(index, session.name, sql, step.comment, result, self.now(), waited_ms, blockers)
 
     def _waiting(self, session: Session, kind: str) -> ev.Waiting:
         session.waiting = True
         index, step, sql = self._inflight[session.name]
+        if not self.options.name_blockers:
+            return ev.Waiting(index, session.name, sql, step.comment, self.now(), kind, ())
         info = self.monitor.describe(session.thread_id, kind, self.database)
         names = self._names()
         blockers = tuple(names.get(t, f"connection {t}") for t in info.blockers)
         self._blocker_names[session.name] = blockers
-        return ev.Waiting(index, session.name, sql, step.comment, self._now(), kind, blockers, info.lock)
+        return ev.Waiting(index, session.name, sql, step.comment, self.now(), kind, blockers, info.lock)
 
     def _names(self) -> dict[int, str]:
         names = {s.thread_id: s.name for s in self.sessions.values()}
@@ -281,17 +344,17 @@ class Run:
             return
         if action == "reconnect":
             if session.busy:
-                raise StuckError(self._stuck_message(index, f"{session.name} cannot reconnect", [session]))
+                raise StuckError(self.stuck_message(index, f"{session.name} cannot reconnect", [session]))
             session.close()
             self.sessions[session.name] = self._connect(self.specs[session.name])
-            yield ev.FaultApplied(index, action, session.name, self._now(), "new connection")
+            yield ev.FaultApplied(index, action, session.name, self.now(), "new connection")
             return
         if session.closed:
-            yield ev.FaultApplied(index, action, session.name, self._now(), "already disconnected")
+            yield ev.FaultApplied(index, action, session.name, self.now(), "already disconnected")
             return
         if action == "kill-query":
             self._control(f"KILL QUERY {session.thread_id}")
-            yield ev.FaultApplied(index, action, session.name, self._now(), "statement interrupted")
+            yield ev.FaultApplied(index, action, session.name, self.now(), "statement interrupted")
             yield from self._settle()
             return
         began = time.perf_counter()
@@ -308,7 +371,10 @@ class Run:
             detail = "the server ended the session and rolled back its transaction"
         else:
             detail = f"the server had not noticed after {self.options.step_timeout:g} s"
-        yield ev.FaultApplied(index, action, session.name, self._now(), detail, took if gone else None)
+        yield ev.FaultApplied(index, action, session.name, self.now(), detail, took if gone else None)
+        # The rollback has released the session's locks only now: statements that waited
+        # for them answer here, not at some later step.
+        yield from self._settle()
 
     def _wait_gone(self, thread_id: int, deadline: float) -> bool:
         interval = POLL_FIRST_S
@@ -325,7 +391,7 @@ class Run:
         while session.busy:
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
-                raise StuckError(self._stuck_message(index, f"{session.name} did not finish within the step timeout", [session]))
+                raise StuckError(self.stuck_message(index, f"{session.name} did not finish within the step timeout", [session]))
             ready, _, _ = select.select([session], [], [], remaining)
             if ready:
                 yield self._completion(session)
@@ -333,7 +399,7 @@ class Run:
 
     # -- reporting a schedule that cannot go on ---------------------------------
 
-    def _stuck_message(self, index: int, what: str, waiting: list[Session]) -> str:
+    def stuck_message(self, index: int, what: str, waiting: list[Session]) -> str:
         where = self._where(index)
         chains = []
         for session in waiting:

@@ -58,9 +58,12 @@ def test_seed_transcript_keeps_psql_spacing(server):
 
 
 def test_run_leaves_no_scratch_database(server):
-    before = scratch_databases(server)
-    transcript(SEED, server)
-    assert scratch_databases(server) == before
+    from jobqueue_demo.events import RunStarted
+
+    report = core.run(core.load(str(SEED)), server, 10.0)
+    (started,) = [e for e in report.events if isinstance(e, RunStarted)]
+    assert started.database.startswith("jqd_")
+    assert started.database not in scratch_databases(server)
 
 
 def test_cli_run_on_embedded_default_prints_seed():

@@ -79,13 +79,15 @@ def test_stuck_schedule_names_the_chain_without_sitting_out_timeouts(server):
 
 
 def test_stuck_cli_exit_1_and_nothing_left_behind(local):
+    import json
+
     from conftest import scratch_databases
 
-    before = scratch_databases(local)
-    done = cli("run", "tests/data/stuck.yaml", "--step-timeout", "60", env=_env(local))
+    done = cli("run", "tests/data/stuck.yaml", "--step-timeout", "60", "--format", "json", env=_env(local))
     assert done.returncode == 1
     assert "B waits for A" in done.stderr and "Traceback" not in done.stderr
-    assert scratch_databases(local) == before
+    database = json.loads(done.stdout.splitlines()[0])["database"]
+    assert database not in scratch_databases(local)
 
 
 def test_errors_are_results_and_settings_apply(server):

@@ -1,0 +1,215 @@
+"""The `explore` command: every schedule of a scenario, checked against its invariants."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import typer
+
+from .cli import DSN_HELP, STEP_TIMEOUT_HELP, _color, _say, app
+from .errors import EXIT_MISMATCH, UsageError
+
+OUTCOME_WORDS = {
+    "ok": "ok",
+    "violated": "invariant violated",
+    "deadlock": "deadlock",
+    "error": "error",
+    "stuck": "stuck",
+    "diverged": "diverged on replay",
+}
+
+
+@app.command()
+def explore(
+    scenario: str = typer.Argument(..., help="Scenario file or lesson name."),
+    dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
+    faults: str = typer.Option(
+        "", "--faults", help="Also let one session give up at every point: rollback, disconnect (comma-separated).",
+        show_default=False,
+    ),
+    max_schedules: Optional[int] = typer.Option(None, "--max-schedules", min=1, help="Stop after this many schedules."),
+    sample: Optional[int] = typer.Option(None, "--sample", min=1, help="Run this many random schedules instead of all."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed for --sample (default: random, and printed)."),
+    jobs: int = typer.Option(2, "--jobs", min=1, max=16, help="Schedules run at once, each on its own connections."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1),
+) -> None:
+    """Run every interleaving of a scenario's sessions and check its invariants after each.
+
+    Each session keeps its own step order, and a session whose statement waits on a lock
+    takes no further step until it completes. Prints the size of the space, the count of
+    schedules by outcome (ok, invariant violated, deadlock, error, stuck) and, for each
+    distinct problem, the shortest schedule showing it as a transcript. Exits 1 when an
+    invariant was violated or a schedule got stuck.
+
+    \b
+    Example:
+      jobqueue-demo explore skip-locked-explore
+      jobqueue-demo explore claim-without-lock-explore --faults rollback,disconnect
+      jobqueue-demo explore my-lesson.yaml --sample 500 --seed 7 --json
+    """
+    import secrets
+
+    from . import app as core
+    from .explore import ExploreOptions, planned
+    from .explore import explore as run_explore
+
+    if seed is not None and sample is None:
+        raise UsageError("--seed applies to --sample only")
+    if sample is not None and max_schedules is not None:
+        raise UsageError("--sample and --max-schedules exclude each other")
+    options = ExploreOptions(
+        faults=tuple(dict.fromkeys(f.strip() for f in faults.split(",") if f.strip())),
+        max_schedules=max_schedules,
+        sample=sample,
+        seed=secrets.randbelow(2**31) if seed is None else seed,
+        jobs=jobs,
+        step_timeout=step_timeout,
+    )
+    loaded = core.load(scenario)
+    at_most = planned(loaded, options)
+    with core.server(dsn) as server:
+        _say(f"-- {loaded.title}: exploring on {server.label} ({server.where})")
+        with _progress(as_json, at_most) as advance:
+            report = run_explore(loaded, server, options, lambda _: advance())
+    if as_json:
+        print(json.dumps(_as_dict(report), indent=2, ensure_ascii=False))
+    else:
+        _print_report(report)
+    if report.failed:
+        raise typer.Exit(EXIT_MISMATCH)
+
+
+class _progress:
+    """A progress bar on stderr when it is a terminal, out of the most schedules there can be.
+
+    Waits take some schedules out of the space, so a run may end before the bar is full.
+    """
+
+    def __init__(self, quiet: bool, total: int):
+        self.quiet = quiet or not sys.stderr.isatty()
+        self.total = total
+
+    def __enter__(self):
+        if self.quiet:
+            return lambda: None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("schedules"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=Console(stderr=True), transient=True,
+        )
+        self.bar.start()
+        task = self.bar.add_task("explore", total=self.total)
+        return lambda: self.bar.advance(task)
+
+    def __exit__(self, *exc_info) -> None:
+        if not self.quiet:
+            self.bar.stop()
+
+
+def _space_line(report) -> str:
+    faults = ", ".join(report.options.faults) or "none"
+    head = f"up to {report.bound:,} before waits; faults: {faults}"
+    if report.options.sample:
+        what = f"{report.explored:,} distinct random schedules (seed {report.options.seed}) of {head}"
+    elif report.complete:
+        what = f"{report.explored:,} schedules, all run ({head})"
+    else:
+        what = f"{report.explored:,} schedules run, stopped by --max-schedules ({head})"
+    return f"space: {what}; {report.elapsed_s:.1f} s, {report.per_second:.0f} schedules/s"
+
+
+def _print_report(report) -> None:
+    from .render.transcript import TranscriptWriter
+
+    print(_space_line(report))
+    print(f"reset: {report.reset}")
+    print("outcomes: " + ", ".join(f"{OUTCOME_WORDS[k]} {n}" for k, n in report.counts.items() if n or k != "diverged"))
+    if not report.findings:
+        names = ", ".join(f'"{i.name}"' for i in report.scenario.invariants) or "(none written)"
+        print(f"no counterexample: every schedule run ended without a problem; invariants: {names}")
+        return
+    writer = TranscriptWriter(sys.stdout, report.scenario.session_names, _color())
+    for group in _by_schedule(report.findings):
+        print()
+        writer.write(_counterexample_lines(report, group))
+
+
+def _by_schedule(findings) -> list[list]:
+    """Findings whose shortest schedule is the same one share a transcript."""
+    groups: dict[tuple, list] = {}
+    for finding in findings:
+        groups.setdefault(finding.shortest.moves, []).append(finding)
+    return list(groups.values())
+
+
+def _counterexample_lines(report, group) -> list:
+    from .render.transcript import NOTE, Line, event_lines, result_lines
+
+    shortest = group[0].shortest
+    heads = "; ".join(f'{OUTCOME_WORDS[f.kind]}: {_what(f)} (in {f.schedules:,} of {report.explored:,})' for f in group)
+    moves = " ".join(map(str, shortest.moves)) or "(no steps)"
+    lines = [
+        Line(f"== {heads}", None, NOTE),
+        Line(f"== shortest schedule, {len(shortest.moves)} steps: {moves}", None, NOTE),
+    ]
+    if not all(f.reproduced for f in group):
+        lines.append(Line("-- note: run again for this transcript, the schedule did not show it this time", None, NOTE))
+    for event in shortest.events:
+        lines += event_lines(event)
+    if shortest.stuck:
+        lines.append(Line(f"-- {shortest.stuck}", None, NOTE))
+    if shortest.diverged:
+        lines.append(Line(f"-- replay diverged: {shortest.diverged}", None, NOTE))
+    for check in shortest.checks:
+        if not check.held:
+            lines.append(Line(f'-- at the end, invariant "{check.invariant.name}": {check.invariant.sql}', None, NOTE))
+            lines += result_lines("", check.invariant.sql, check.got)
+            lines.append(Line(f"-- expected: {_rows_text(check.invariant.expect)}", None, NOTE))
+    return lines
+
+
+def _what(finding) -> str:
+    return f'"{finding.what}"' if finding.kind == "violated" else finding.what
+
+
+def _rows_text(rows) -> str:
+    if not rows:
+        return "no rows"
+    return ", ".join("[" + ", ".join("NULL" if v is None else v for v in row) + "]" for row in rows)
+
+
+def _as_dict(report) -> dict:
+    return {
+        "scenario": report.scenario.path,
+        "title": report.scenario.title,
+        "server": report.server,
+        "faults": list(report.options.faults),
+        "mode": "sample" if report.options.sample else "all",
+        "seed": report.options.seed if report.options.sample else None,
+        "bound": report.bound,
+        "explored": report.explored,
+        "complete": report.complete,
+        "outcomes": report.counts,
+        "elapsed_s": round(report.elapsed_s, 3),
+        "schedules_per_second": round(report.per_second, 1),
+        "reset": report.reset,
+        "findings": [_finding_dict(report, f) for f in report.findings],
+    }
+
+
+def _finding_dict(report, finding) -> dict:
+    failed = [c for c in finding.shortest.checks if not c.held and c.invariant.name == finding.what]
+    return {
+        "kind": finding.kind,
+        "what": finding.what,
+        "schedules": finding.schedules,
+        "reproduced": finding.reproduced,
+        "shortest": [str(m) for m in finding.shortest.moves],
+        "got": [list(r) for r in failed[0].got.rows] if failed and failed[0].got.error is None else None,
+        "transcript": [line.text for line in _counterexample_lines(report, [finding])],
+    }

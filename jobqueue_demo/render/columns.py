@@ -1,0 +1,321 @@
+"""The classic concurrency diagram: one column per session, time downwards, one row per event.
+
+A statement held on a lock keeps a marker in its column on every line until the row where it
+completes, so the reader sees who is blocked while the others go on. Every line fits the
+given width: SQL and prose wrap at spaces, and a result table too wide for its column is
+shown expanded, one `column | value` line each, as psql's \\x does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .. import events as ev
+from .table import display_width, format_table
+from .transcript import (
+    NARRATION,
+    NOTE,
+    RESULT,
+    SQL,
+    Line,
+    event_lines,
+    fault_text,
+    result_lines,
+    statement_lines,
+    wait_phrase,
+)
+
+WAIT, ERROR, MARK, HEAD, FRAME = "wait", "error", "mark", "head", "frame"
+
+
+@dataclass(frozen=True)
+class Glyphs:
+    sep: str
+    cross: str
+    rule: str
+    mark: str
+
+
+PLAIN = Glyphs(" | ", "-+-", "-", ":")
+BOX = Glyphs(" │ ", "─┼─", "─", "┊")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A run of text in one style: `kind` says what it is, `session` whose colour it takes."""
+
+    text: str
+    kind: str = FRAME
+    session: str | None = None
+
+
+@dataclass(frozen=True)
+class Block:
+    """Lines that fill the columns first..last (inclusive) of one row."""
+
+    first: int
+    last: int
+    lines: tuple[Line, ...]
+
+
+# Terminal cells a line takes, counted as psql counts them (wide characters two).
+cells = display_width
+
+
+def fold(text: str, width: int) -> list[str]:
+    """Cut `text` into pieces of at most `width` cells, wherever that falls."""
+    out, piece, used = [], "", 0
+    for char in text:
+        size = display_width(char)
+        if used + size > width and piece:
+            out.append(piece)
+            piece, used = "", 0
+        piece += char
+        used += size
+    return out + [piece] if piece or not out else out
+
+
+def wrap(text: str, width: int, indent: str = "") -> list[str]:
+    """Word-wrap to `width` cells, later lines starting with `indent`; long words fold.
+
+    Leading spaces are kept, since they align SQL under its prompt.
+    """
+    indent = indent[: width // 2]
+    body = text.expandtabs(4).lstrip(" ")
+    out: list[str] = []
+    line = text[: len(text) - len(body)]
+    for word in body.split(" "):
+        candidate = f"{line} {word}" if line.strip() else line + word
+        if cells(candidate) <= width:
+            line = candidate
+            continue
+        if line.strip():
+            out.append(line)
+            line = indent + word
+        else:
+            line = candidate
+        while cells(line) > width:
+            head = fold(line, width)[0]
+            out.append(head)
+            line = indent + line[len(head):]
+    return out + [line] if line.strip() or not out else out
+
+
+class ColumnsLayout:
+    """Turns events into lines of segments, remembering which sessions are still waiting."""
+
+    def __init__(self, sessions: tuple[str, ...], width: int, glyphs: Glyphs):
+        self.sessions = sessions
+        self.glyphs = glyphs
+        gaps = len(glyphs.sep) * (len(sessions) - 1)
+        # However narrow the terminal, nothing may run past its edge: cells shrink instead.
+        self.cell = max(2, (width - gaps) // len(sessions))
+        self.waiting: set[str] = set()
+
+    def header(self) -> list[tuple[Segment, ...]]:
+        names = self._join([Segment(_clip(n, self.cell), HEAD, n) for n in self.sessions], self.glyphs.sep)
+        return [names, self._rule()]
+
+    def lines(self, event) -> list[tuple[Segment, ...]]:
+        if isinstance(event, ev.RunStarted):
+            return self.header()
+        if isinstance(event, ev.RunFinished):
+            return [self._rule()]
+        block = self._block(event)
+        out = self._render(block) if block is not None else []
+        self._track(event)
+        return out
+
+    # -- what goes where --------------------------------------------------------
+
+    def _block(self, event) -> Block | None:
+        if isinstance(event, ev.Completed):
+            return self._own(event.session, _completed(event, self.cell))
+        if isinstance(event, ev.Waiting):
+            wait = Line(f"-- {wait_phrase(event)}", event.session, WAIT)
+            return self._own(event.session, [*_statement(event.session, event.sql, event.comment), wait])
+        if isinstance(event, ev.FaultApplied):
+            return self._own(event.session, [Line(fault_text(event), event.session, NOTE)])
+        if isinstance(event, ev.Narrated):
+            return self._spanning(event_lines(event))
+        if isinstance(event, ev.LocksShown):
+            span = self._spanning([])
+            numeric = (False,) * len(event.columns)
+            table = rows_lines(None, event.columns, numeric, event.rows, self._width(span))
+            return replace(span, lines=(Line(f"-- locks: {event.note}", None, NOTE), *table))
+        return None
+
+    def _own(self, session: str, lines: list[Line]) -> Block:
+        column = self.sessions.index(session)
+        return Block(column, column, tuple(lines))
+
+    def _spanning(self, lines: list[Line]) -> Block:
+        """A row for everyone: the widest run of columns whose session is not waiting."""
+        runs, start = [], None
+        for i, name in enumerate(self.sessions + ("",)):
+            if name and name not in self.waiting:
+                start = i if start is None else start
+            elif start is not None:
+                runs.append((start, i - 1))
+                start = None
+        first, last = max(runs, key=lambda r: r[1] - r[0], default=(0, len(self.sessions) - 1))
+        return Block(first, last, tuple(lines))
+
+    def _track(self, event) -> None:
+        if isinstance(event, ev.Waiting):
+            self.waiting.add(event.session)
+        # A dropped socket ends a waiting statement without an answer, so no Completed follows.
+        if isinstance(event, ev.Completed) or isinstance(event, ev.FaultApplied) and event.action == "disconnect":
+            self.waiting.discard(event.session)
+
+    # -- drawing ----------------------------------------------------------------
+
+    def _render(self, block: Block) -> list[tuple[Segment, ...]]:
+        fitted = self._fit(block)
+        out = []
+        for row in range(max(1, len(fitted))):
+            before = [self._filler(name, row) for name in self.sessions[: block.first]]
+            after = [self._filler(name, row) for name in self.sessions[block.last + 1:]]
+            out.append(self._join([*before, fitted[row], *after], self.glyphs.sep))
+        return out
+
+    def _width(self, block: Block) -> int:
+        count = block.last - block.first + 1
+        return self.cell * count + len(self.glyphs.sep) * (count - 1)
+
+    def _fit(self, block: Block) -> list[Segment]:
+        width = self._width(block)
+        out = []
+        for line in block.lines:
+            kind = ERROR if line.kind == RESULT and line.text.startswith("ERROR ") else line.kind
+            for piece in _wrap_line(line, width):
+                out.append(Segment(_pad(piece, width), kind, line.session))
+        return out or [Segment(" " * width)]
+
+    def _filler(self, session: str, row: int) -> Segment:
+        if session not in self.waiting:
+            return Segment(" " * self.cell)
+        text = f"{self.glyphs.mark} waiting" if row == 0 else self.glyphs.mark
+        return Segment(_clip(text, self.cell), MARK, session)
+
+    def _rule(self) -> tuple[Segment, ...]:
+        return self._join([Segment(self.glyphs.rule * self.cell) for _ in self.sessions], self.glyphs.cross)
+
+    def _join(self, parts: list[Segment], sep: str) -> tuple[Segment, ...]:
+        out: list[Segment] = []
+        for i, part in enumerate(parts):
+            if i:
+                out.append(Segment(sep))
+            out.append(part)
+        return tuple(out)
+
+
+def _completed(event: ev.Completed, width: int) -> list[Line]:
+    if event.waited_ms is not None:
+        head = [Line(f"{event.session}> <... completed after {event.waited_ms:.0f} ms>", event.session, SQL)]
+    else:
+        head = _statement(event.session, event.sql, event.comment)
+    result = event.result
+    if result.is_rows and result.error is None:
+        return head + rows_lines(event.session, result.columns, result.numeric, result.rows, width)
+    return head + result_lines(event.session, event.sql, result)
+
+
+def rows_lines(session: str | None, columns, numeric, rows, width: int) -> list[Line]:
+    """psql's aligned table where it fits the column, else its expanded form (\\x)."""
+    table = format_table(columns, numeric, rows).split("\n")
+    if max(cells(line) for line in table) > width:
+        table = expanded(columns, rows, width)
+    return [Line(text, session, RESULT) for text in table]
+
+
+def expanded(columns, rows, width: int) -> list[str]:
+    """One `name | value` line per column and a `-[ RECORD n ]` rule per row, as psql's \\x."""
+    names = max(cells(c) for c in columns)
+    values = max((cells(v or "") for row in rows for v in row), default=0)
+    out = []
+    for number, row in enumerate(rows, 1):
+        head = f"-[ RECORD {number} ]"
+        if len(head) <= names + 1:
+            out.append(head + "-" * (names + 1 - len(head)) + "+" + "-" * min(values + 1, width - names - 2))
+        else:  # the `+` would not sit over the ` | ` below it
+            out.append(head + "-" * max(0, min(width, names + values + 3) - len(head)))
+        for name, value in zip(columns, row):
+            label = name + " " * (names - cells(name))
+            for part in (value or "").split("\n"):
+                out.append(f"{label} | {part}".rstrip())
+                label = " " * names
+    return out or ["(0 rows)"]
+
+
+def _statement(session: str, sql: str, comment: str | None) -> list[Line]:
+    """The statement under its prompt; a comment gets a line of its own, as columns are narrow."""
+    lines = statement_lines(session, sql)
+    return lines + [Line(f"-- {comment}", session, NOTE)] if comment else lines
+
+
+def _wrap_line(line: Line, width: int) -> list[str]:
+    """SQL keeps a hanging indent under its prompt; tables fold rather than break at spaces."""
+    if not line.text:
+        return [""]
+    if line.kind == SQL:
+        indent = " " * (len(line.session) + 2)
+        text = line.text if line.text.startswith(f"{line.session}> ") else indent + line.text
+        return wrap(text, width, indent)
+    if line.kind == RESULT and not line.text.startswith("ERROR "):
+        return fold(line.text, width)
+    if line.kind == NARRATION:
+        return wrap(line.text, width)
+    return wrap(line.text, width, "   " if line.kind in (NOTE, WAIT) else "")
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * max(0, width - cells(text))
+
+
+def _clip(text: str, width: int) -> str:
+    return _pad(fold(text, width)[0], width)
+
+
+def plain_text(line: tuple[Segment, ...]) -> str:
+    return "".join(s.text for s in line).rstrip()
+
+
+# The transcript's session colours (cyan, magenta, ...), as rich names them.
+RICH_SESSION = ("cyan", "magenta", "yellow", "green", "blue", "red")
+RICH_KIND = {SQL: "bold {c}", RESULT: "{c}", HEAD: "bold {c}", ERROR: "bold red", NOTE: "dim",
+             NARRATION: "italic", WAIT: "yellow", MARK: "dim yellow", FRAME: "dim"}
+
+
+class ColumnsView:
+    """Writes the diagram as events arrive: rich styles on a terminal, plain text when piped."""
+
+    def __init__(self, stream, sessions: tuple[str, ...], width: int, rich: bool):
+        self.stream = stream
+        self.layout = ColumnsLayout(sessions, width, BOX if rich else PLAIN)
+        self.console = _console(stream, width) if rich else None
+        self.colours = {n: RICH_SESSION[i % len(RICH_SESSION)] for i, n in enumerate(sessions)}
+
+    def write(self, event) -> None:
+        for line in self.layout.lines(event):
+            if self.console is None:
+                self.stream.write(plain_text(line) + "\n")
+            else:
+                self.console.print(self._styled(line), soft_wrap=True)
+        self.stream.flush()
+
+    def _styled(self, line: tuple[Segment, ...]):
+        from rich.text import Text
+
+        text = Text()
+        for segment in line:
+            colour = self.colours.get(segment.session, "default")
+            text.append(segment.text, RICH_KIND.get(segment.kind, "").format(c=colour))
+        text.rstrip()
+        return text
+
+
+def _console(stream, width: int):
+    from rich.console import Console
+
+    return Console(file=stream, width=width, highlight=False, markup=False, emoji=False)

@@ -1,0 +1,217 @@
+"""Lesson pages from a verified run: one self-contained HTML file, or Markdown.
+
+The page carries everything it shows: CSS inline, no scripts, fonts or images, so it reads
+the same offline, from a mail attachment or from a static site.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import shlex
+from dataclasses import dataclass
+
+from .. import events as ev
+from ..scenario import Scenario
+from .transcript import RESULT, Line, event_lines
+
+FORMATS = ("html", "md")
+WHY_HEADING = "Why each piece matters"
+
+
+@dataclass(frozen=True)
+class LessonFacts:
+    scenario: Scenario
+    events: tuple
+    verified: str  # "MariaDB 10.11.19 on 2026-12-02"
+    lesson: str  # what to pass to `jobqueue-demo run`
+
+
+@dataclass(frozen=True)
+class PageLine:
+    line: Line
+    waiting: bool
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A stretch of transcript, or (when `narration` is set) the prose between two."""
+
+    lines: tuple[PageLine, ...] = ()
+    narration: str | None = None
+
+
+def passages(events) -> list[Passage]:
+    out: list[Passage] = []
+    pending: list[PageLine] = []
+    for event in events:
+        if isinstance(event, ev.Narrated):
+            if pending:
+                out.append(Passage(tuple(pending)))
+                pending = []
+            out.append(Passage(narration=event.text))
+            continue
+        waiting = isinstance(event, ev.Waiting)
+        pending += [PageLine(line, waiting) for line in event_lines(event)]
+    if pending:
+        out.append(Passage(tuple(pending)))
+    return out
+
+
+def paragraphs(text: str) -> list[str]:
+    """Blank-line separated paragraphs, each folded to one line."""
+    return [" ".join(p.split()) for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
+
+
+def run_commands(lesson: str) -> list[str]:
+    lesson = shlex.quote(lesson)
+    return [
+        f"jobqueue-demo run {lesson}",
+        f"jobqueue-demo run {lesson} --step --layout columns",
+        f"jobqueue-demo verify {lesson}",
+    ]
+
+
+RUN_NOTE = (
+    "With no --dsn it starts a private throwaway server; --dsn mysql://user@host:3306/db runs it on "
+    "yours, in a scratch database that is dropped afterwards."
+)
+
+
+def render_page(facts: LessonFacts, fmt: str) -> str:
+    return render_html(facts) if fmt == "html" else render_markdown(facts)
+
+
+# -- Markdown ---------------------------------------------------------------------
+
+
+def fence(text: str, info: str) -> str:
+    """A fenced block that no run of backticks inside `text` can close early."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    marks = "`" * max(3, longest + 1)
+    return f"{marks}{info}\n{text.rstrip(chr(10))}\n{marks}"
+
+
+def render_markdown(facts: LessonFacts) -> str:
+    s = facts.scenario
+    parts = [f"# {s.title}"]
+    if s.summary:
+        parts.append(f"*{s.summary.strip()}*")
+    parts.append(f"**Verified against {facts.verified}** · [Run it yourself](#run-it-yourself) · "
+                 "[Scenario source](#scenario-source)")
+    parts += paragraphs(s.description)
+    parts.append("## Transcript")
+    for passage in passages(facts.events):
+        if passage.narration is not None:
+            parts.append("> " + " ".join(passage.narration.split()))
+        else:
+            parts.append(fence("\n".join(p.line.text for p in passage.lines), "text"))
+    if s.why.strip():
+        parts += [f"## {WHY_HEADING}", *paragraphs(s.why)]
+    parts += ["## Run it yourself", fence("\n".join(run_commands(facts.lesson)), "sh"), RUN_NOTE]
+    parts += ["## Scenario source", fence(s.source, "yaml")]
+    parts.append(f"---\n\nVerified against {facts.verified}.")
+    return "\n\n".join(parts) + "\n"
+
+
+# -- HTML -------------------------------------------------------------------------
+
+SESSION_COLOURS = ("#0e7490", "#a21caf", "#a16207", "#15803d", "#1d4ed8", "#b91c1c")
+
+CSS = """
+:root { --ink: #1f2328; --muted: #59636e; --paper: #ffffff; --code: #f6f8fa; --rule: #d1d9e0; }
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--paper); color: var(--ink);
+  font: 16px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; }
+main { max-width: 52rem; margin: 0 auto; padding: 2.5rem 1.5rem 4rem; }
+h1 { font-size: 2rem; line-height: 1.2; margin: 0 0 .4rem; }
+h2 { font-size: 1.3rem; margin: 2.4rem 0 .8rem; padding-bottom: .3rem; border-bottom: 1px solid var(--rule); }
+.kicker { text-transform: uppercase; letter-spacing: .08em; font-size: .75rem; color: var(--muted); margin: 0; }
+.summary { font-size: 1.1rem; color: var(--muted); margin: 0 0 .8rem; }
+.verified { display: inline-block; font-size: .9rem; padding: .25rem .7rem; border-radius: 999px;
+  background: #dafbe1; color: #116329; border: 1px solid #aceebb; }
+.verified a { color: inherit; }
+pre { background: var(--code); border: 1px solid var(--rule); border-radius: 8px; padding: .8rem 1rem;
+  overflow-x: auto; font: 13.5px/1.45 ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; }
+pre.transcript { padding: .6rem 0; }
+/* Long lines wrap with a hanging indent under the `A> ` prompt instead of scrolling away. */
+.l { display: block; padding: 0 1rem 0 calc(.8rem + 3ch); text-indent: -3ch; border-left: 4px solid transparent;
+  white-space: pre-wrap; overflow-wrap: anywhere; }
+.l.note { color: var(--muted); font-style: italic; }
+.l.error { color: #cf222e; font-weight: 600; }
+.l.wait { background: #fff8c5; }
+.l.sql { font-weight: 700; }
+.narration { margin: 1rem 0; padding: .6rem 1rem; border-left: 4px solid var(--rule);
+  color: var(--muted); font-style: italic; }
+.legend { font-size: .9rem; color: var(--muted); }
+.chip { display: inline-block; padding: 0 .5rem; margin-right: .3rem; border-radius: 4px; color: #fff;
+  font-weight: 700; font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
+footer { margin-top: 3rem; font-size: .85rem; color: var(--muted); }
+"""
+
+
+def _session_css(sessions: tuple[str, ...]) -> str:
+    rules = []
+    for i, _ in enumerate(sessions):
+        colour = SESSION_COLOURS[i % len(SESSION_COLOURS)]
+        rules.append(f".s{i} {{ border-left-color: {colour}; }} .s{i}.sql {{ color: {colour}; }} "
+                     f".chip.s{i} {{ background: {colour}; }}")
+    return "\n".join(rules)
+
+
+def _inline(text: str) -> str:
+    """Escaped prose, with `code` spans kept as code since lesson authors write SQL that way."""
+    escaped = html.escape(text)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+
+
+def _line_html(item: PageLine, classes: dict[str, str]) -> str:
+    line = item.line
+    kind = line.kind
+    if kind == RESULT and line.text.startswith("ERROR "):
+        kind = "error"
+    names = ["l", kind]
+    if line.session in classes:
+        names.append(classes[line.session])
+    if item.waiting:
+        names.append("wait")
+    return f'<span class="{" ".join(names)}">{html.escape(line.text) or " "}\n</span>'
+
+
+def _transcript_html(facts: LessonFacts, classes: dict[str, str]) -> list[str]:
+    chips = " ".join(f'<span class="chip {classes[n]}">{html.escape(n)}</span>' for n in facts.scenario.session_names)
+    out = [f'<p class="legend">Sessions {chips}— each line is marked with the colour of the session it belongs to.</p>']
+    for passage in passages(facts.events):
+        if passage.narration is not None:
+            out.append(f'<p class="narration">{_inline(passage.narration)}</p>')
+        else:
+            body = "".join(_line_html(p, classes) for p in passage.lines)
+            out.append(f'<pre class="transcript">{body}</pre>')
+    return out
+
+
+def render_html(facts: LessonFacts) -> str:
+    s = facts.scenario
+    classes = {name: f"s{i}" for i, name in enumerate(s.session_names)}
+    verified = html.escape(facts.verified)
+    body = ['<p class="kicker">jobqueue-demo lesson</p>', f"<h1>{html.escape(s.title)}</h1>"]
+    if s.summary:
+        body.append(f'<p class="summary">{_inline(s.summary.strip())}</p>')
+    body.append(f'<p class="verified">Verified against {verified} · <a href="#run">Run it yourself</a> · '
+                '<a href="#source">Scenario source</a></p>')
+    body += [f"<p>{_inline(p)}</p>" for p in paragraphs(s.description)]
+    body += ['<section id="transcript">', "<h2>Transcript</h2>", *_transcript_html(facts, classes), "</section>"]
+    if s.why.strip():
+        body += ['<section id="why">', f"<h2>{WHY_HEADING}</h2>", *[f"<p>{_inline(p)}</p>" for p in paragraphs(s.why)],
+                 "</section>"]
+    commands = html.escape("\n".join(run_commands(facts.lesson)))
+    body += ['<section id="run">', "<h2>Run it yourself</h2>", f"<pre><code>{commands}</code></pre>",
+             f"<p>{_inline(RUN_NOTE)}</p>", "</section>"]
+    body += ['<section id="source">', "<h2>Scenario source</h2>",
+             f"<pre><code>{html.escape(s.source.rstrip())}</code></pre>", "</section>"]
+    body.append(f"<footer>Verified against {verified} by running every step and checking it against the "
+                "scenario's expectations.</footer>")
+    head = (f'<meta charset="utf-8">\n<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{html.escape(s.title)}</title>\n<style>{CSS}{_session_css(s.session_names)}\n</style>")
+    return (f'<!doctype html>\n<html lang="en">\n<head>\n{head}\n</head>\n<body>\n<main>\n'
+            + "\n".join(body) + "\n</main>\n</body>\n</html>\n")

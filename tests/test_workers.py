@@ -1,0 +1,221 @@
+"""Worker processes on a real queue: every strategy's invariants, kills, effects, CLI shape."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from conftest import LOCAL_DSN, ROOT, cli, local_server_reachable, scratch_databases
+from jobqueue_demo.errors import UsageError
+from jobqueue_demo.workers import Scratch, WorkersConfig, check, run_workers, validate
+
+STRATEGIES = ("skip-locked", "for-update", "nowait-retry", "update-limit")
+ISOLATIONS = ("read-committed", "repeatable-read")
+JSON_KEYS = {
+    "strategy", "isolation", "workers", "jobs", "completed", "seconds", "jobs_per_s", "claim_ms_p50",
+    "claim_ms_p99", "deadlocks", "lock_wait_timeouts", "empty_claims", "retries", "killed", "lost", "duplicated",
+    "external_duplicates",
+}
+
+
+def assert_every_job_done_once(summary) -> None:
+    assert summary.invariants_hold, summary
+    assert (summary.completed, summary.lost, summary.duplicated) == (summary.jobs, 0, 0)
+    # Every completed job wrote its effect once in the attempt that committed; the rest are repeats.
+    assert summary.effects - summary.jobs == summary.external_duplicates
+    assert summary.retries == summary.deadlocks + summary.lock_wait_timeouts + summary.nowait_failures
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_invariants_hold(server, strategy, isolation):
+    summary = run_workers(WorkersConfig(strategy, isolation, workers=3, jobs=40, work_ms=0.5), server)
+    assert_every_job_done_once(summary)
+    assert summary.killed == 0 and summary.claim_ms_p50 is not None
+    assert sum(w.completed for w in summary.per_worker) == summary.jobs
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_killed_workers_claims_come_back(server, strategy, isolation):
+    summary = run_workers(WorkersConfig(strategy, isolation, workers=4, jobs=60, work_ms=2, kill=2), server)
+    assert_every_job_done_once(summary)
+    assert summary.killed == 2
+    assert [w.state for w in summary.per_worker].count("killed") == 2
+    # Each killed worker held one job (batch 1), which another worker then completed.
+    assert summary.reclaimed == 2
+    assert all(ms is not None and ms > 0 for ms in summary.notice_ms)
+    # Kills land after the job's effect, so each leaves one repeated effect at least.
+    assert summary.external_duplicates >= 2
+
+
+def test_idempotency_key_removes_external_duplicates(embedded):
+    config = WorkersConfig("skip-locked", "read-committed", workers=4, jobs=60, work_ms=2, kill=2, idempotency_key=True)
+    summary = run_workers(config, embedded)
+    assert_every_job_done_once(summary)
+    assert (summary.effects, summary.external_duplicates) == (summary.jobs, 0)
+    assert summary.deduplicated >= summary.killed == 2
+
+
+def test_batch_claims(embedded):
+    summary = run_workers(WorkersConfig("skip-locked", "read-committed", workers=2, jobs=45, batch=4, work_ms=0), embedded)
+    assert_every_job_done_once(summary)
+
+
+def test_broken_claim_is_caught(embedded):
+    # A plain SELECT locks nothing: workers take the same job, and the second completion is refused.
+    summary = run_workers(WorkersConfig("no-lock", "read-committed", workers=4, jobs=40, work_ms=2), embedded)
+    assert summary.duplicated > 0 and not summary.invariants_hold
+    assert summary.lost == 0
+
+
+def test_lost_jobs_are_counted(embedded):
+    with Scratch(embedded) as scratch:
+        scratch.prepare(3)
+        scratch.execute("UPDATE jobs SET state = 'done' WHERE id = 1")
+        scratch.execute("INSERT INTO completions (job_id, worker) VALUES (1, 0)")
+        scratch.execute("UPDATE jobs SET state = 'done' WHERE id = 2")  # done, but no completion recorded
+        checked = check(scratch, [])
+    assert (checked.completed, checked.lost) == (1, 2)
+
+
+def test_ceiling_runs_without_contention(server):
+    summary = run_workers(WorkersConfig("own-rows", "repeatable-read", workers=3, jobs=30, work_ms=0), server)
+    assert_every_job_done_once(summary)
+    assert (summary.deadlocks, summary.empty_claims) == (0, 3)
+
+
+def worker_databases(info) -> set[str]:
+    """Scratch databases of workers runs: other tests may use jqd_ names at the same time."""
+    conn = info.params.connect()
+    try:
+        conn.query(
+            b"SELECT table_schema FROM information_schema.tables WHERE table_schema LIKE 'jqd\\_%'"
+            b" AND table_name IN ('completions', 'effects') GROUP BY table_schema HAVING COUNT(*) = 2"
+        )
+        return {row[0] for row in conn.store_result().fetch_row(0)}
+    finally:
+        conn.close()
+
+
+def test_runs_leave_no_scratch_database(local):
+    before = scratch_databases(local)
+    run_workers(WorkersConfig(workers=2, jobs=10, kill=1), local)
+    assert not (scratch_databases(local) - before) & worker_databases(local)
+    with pytest.raises(UsageError):
+        run_workers(WorkersConfig(workers=2, jobs=10, kill=5), local)
+    assert worker_databases(local) == set()
+
+
+@pytest.mark.parametrize(
+    "values, words",
+    [
+        (dict(workers=0), "--workers must be from 1 to 64, got 0"),
+        (dict(workers=-2), "--workers must be from 1 to 64, got -2"),
+        (dict(workers=500), "--workers must be from 1 to 64, got 500"),
+        (dict(jobs=0), "--jobs must be from 1 to 1,000,000, got 0"),
+        (dict(jobs=10**9), "--jobs must be from 1 to 1,000,000"),
+        (dict(strategy="skip_locked"), "unknown strategy 'skip_locked'"),
+        (dict(isolation="serializable"), "unknown isolation 'serializable'"),
+        (dict(workers=2, kill=2), "--kill must be from 0 to 1"),
+        (dict(work_ms=-1.0), "--work-ms must be from 0"),
+        (dict(work_ms=float("nan")), "--work-ms must be from 0"),
+        (dict(jobs=5, batch=6), "--batch must be from 1 to 5"),
+        (dict(strategy="own-rows", kill=1), "own-rows cannot take --kill"),
+    ],
+)
+def test_bad_values_are_rejected(values, words):
+    with pytest.raises(UsageError, match=words.replace("(", r"\(")):
+        validate(WorkersConfig(**values))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("workers", "--workers", "0"),
+        ("workers", "--jobs", "-5"),
+        ("workers", "-s", "bogus"),
+        ("bench", "--workers", "0,4"),
+        ("bench", "--strategies", "nope"),
+    ],
+)
+def test_cli_rejects_bad_values_in_one_line(args):
+    done = cli(*args)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("jobqueue-demo: ")
+
+
+def test_cli_json_is_one_line_with_the_issue_keys():
+    done = cli("workers", "-w", "3", "-j", "30", "--kill", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1
+    record = json.loads(lines[0])
+    assert JSON_KEYS <= set(record)
+    assert (record["completed"], record["lost"], record["duplicated"], record["killed"]) == (30, 0, 0, 1)
+    assert record["strategy"] == "skip-locked" and record["isolation"] == "repeatable-read"
+
+
+def test_cli_table_and_exit_1_when_invariants_fail():
+    done = cli("workers", "-w", "4", "-j", "30", "-s", "no-lock", "--work-ms", "2", "--isolation", "read-committed")
+    assert done.returncode == 1
+    assert "duplicated (second completions)" in done.stdout
+    assert "invariants violated" in done.stderr
+
+
+def test_cli_bench_tiny_sweep(tmp_path):
+    plot = tmp_path / "sweep.svg"
+    dsn = ("--dsn", LOCAL_DSN) if local_server_reachable() else ()
+    done = cli(
+        "bench", "--jobs", "24", "--workers", "1,2", "--strategies", "skip-locked,for-update",
+        "--work-ms", "0", "--json", "--plot", str(plot), *dsn,
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    result = json.loads(line)
+    assert {(r["isolation"], r["strategy"], r["workers"]) for r in result["rows"]} == {
+        (i, s, w) for i in ISOLATIONS for s in ("own-rows", "skip-locked", "for-update") for w in (1, 2)
+    }
+    assert all(r["invariants_hold"] for r in result["rows"])
+    assert [h["workers"] for h in result["headlines"]] == [2, 2]
+    assert set(result["deadlocks"]) == set(ISOLATIONS)
+    matplotlib = subprocess.run([sys.executable, "-c", "import matplotlib"], capture_output=True).returncode == 0
+    assert plot.exists() == matplotlib and (result["plot"] is not None) == matplotlib
+
+
+@pytest.mark.skipif(not local_server_reachable(), reason="no server on 127.0.0.1:3306")
+def test_ctrl_c_leaves_nothing_behind(local):
+    marker = uuid.uuid4().hex
+    before = scratch_databases(local)
+    env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"} | {"JQD_TEST_MARK": marker}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobqueue_demo", "workers", "-w", "4", "-j", "100000", "--dsn", LOCAL_DSN],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+    )
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert _processes_with(marker) == []
+    assert not (scratch_databases(local) - before) & worker_databases(local)
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if f"JQD_TEST_MARK={marker}".encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue  # gone, or not ours to read
+    return found
