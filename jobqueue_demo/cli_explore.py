@@ -72,7 +72,7 @@ def explore(
     at_most = planned(loaded, options)
     with core.server(dsn) as server:
         _say(f"-- {loaded.title}: exploring on {server.label} ({server.where})")
-        with _progress(as_json, at_most) as advance:
+        with _Progress(as_json, at_most) as advance:
             report = run_explore(loaded, server, options, lambda _: advance())
     if as_json:
         print(json.dumps(_as_dict(report), indent=2, ensure_ascii=False))
@@ -82,7 +82,7 @@ def explore(
         raise typer.Exit(EXIT_MISMATCH)
 
 
-class _progress:
+class _Progress:
     """A progress bar on stderr when it is a terminal, out of the most schedules there can be.
 
     Waits take some schedules out of the space, so a run may end before the bar is full.

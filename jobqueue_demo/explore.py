@@ -40,6 +40,10 @@ OK, VIOLATED, DEADLOCK, ERROR, STUCK, DIVERGED = "ok", "violated", "deadlock", "
 # A schedule's outcome is its worst finding, in this order.
 SEVERITY = (STUCK, DIVERGED, VIOLATED, DEADLOCK, ERROR)
 OUTCOMES = (OK, VIOLATED, DEADLOCK, ERROR, STUCK, DIVERGED)
+# How long a wait must last to hold a session back (see RunOptions.confirm_s).
+CONFIRM_WAIT_S = 0.005
+# How often a prefix that met other open moves on replay is run again before it counts.
+REPLAYS = 3
 # How long a schedule that looks stuck is given before it is looked at again.
 LOOK_AGAIN_S = 0.05
 # Above this many schedules, running them all must be asked for with --max-schedules.
@@ -473,7 +477,7 @@ class Worker:
 
     def __init__(self, space: Space, server, options: ExploreOptions, name_blockers: bool = False):
         self.space = space
-        self.driver = Driver(space.scenario, server, RunOptions(options.step_timeout, name_blockers))
+        self.driver = Driver(space.scenario, server, RunOptions(options.step_timeout, name_blockers, CONFIRM_WAIT_S))
         self.recreate = options.recreate
         self.reset: Snapshot | Rebuild | None = None
 
@@ -657,6 +661,10 @@ def _work(space: Space, server, options: ExploreOptions, source, results: queue.
             resets.append(_describe_reset(worker.reset))
             while (chooser := source.take()) is not None:
                 execution = worker.run(chooser)
+                for _ in range(REPLAYS):
+                    if not execution.diverged:
+                        break
+                    execution = worker.run(chooser)  # a momentary wait seen on the way: try again
                 source.done(chooser, execution)
                 results.put(execution)
     except BaseException as e:  # handed to the calling thread, which raises it

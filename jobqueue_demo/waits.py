@@ -42,7 +42,9 @@ def _lock_kind(state: str | None) -> str | None:
 # change. Fast polling therefore reads SHOW ENGINE INNODB STATUS (built on each call, about
 # 0.2 ms), and the cached tables are read only once the cache has been left alone long enough.
 INNODB_IS_IDLE_S = 0.11
-TRX_HEADER = re.compile(r"^---TRANSACTION [^,]+, (ACTIVE|not started)", re.MULTILINE)
+# Every transaction block starts so, whatever its state (ACTIVE, not started, COMMITTED IN
+# MEMORY, recovered PREPARED...): splitting on any of them keeps lines with their own block.
+TRX_HEADER = re.compile(r"^---TRANSACTION ", re.MULTILINE)
 THREAD_ID = re.compile(r"(?:MySQL|MariaDB) thread id (\d+)")
 
 
@@ -61,7 +63,8 @@ def parse_innodb_status(text: str) -> dict[int, TrxStatus]:
         thread = THREAD_ID.search(block)
         if thread:
             lock_wait = any(line.startswith("LOCK WAIT") for line in block.splitlines())
-            out[int(thread.group(1))] = TrxStatus(block.split(", ", 1)[1].startswith("ACTIVE"), lock_wait)
+            header = block.split("\n", 1)[0]
+            out[int(thread.group(1))] = TrxStatus(", ACTIVE" in header, lock_wait)
     return out
 
 

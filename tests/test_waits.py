@@ -101,3 +101,21 @@ def _env(info) -> dict:
     if info.embedded:
         return {"JOBQUEUE_DEMO_DSN": f"mysql://root@localhost/?unix_socket={info.params.unix_socket}"}
     return {"JOBQUEUE_DEMO_DSN": "mysql://root@127.0.0.1:3306/test"}
+
+
+def test_innodb_status_blocks_stay_with_their_own_transaction():
+    from jobqueue_demo.waits import parse_innodb_status
+
+    text = (
+        "---TRANSACTION 548, ACTIVE 0 sec starting index read\n"
+        "LOCK WAIT 2 lock struct(s), heap size 1128, 1 row lock(s)\n"
+        "MariaDB thread id 205, OS thread handle 1, query id 9 127.0.0.1 root Sending data\n"
+        "---TRANSACTION 549, COMMITTED IN MEMORY\n"
+        "MariaDB thread id 206, OS thread handle 2, query id 10 127.0.0.1 root\n"
+        "---TRANSACTION 421, not started\n"
+        "MySQL thread id 207, OS thread handle 3, query id 11 localhost root\n"
+    )
+    status = parse_innodb_status(text)
+    assert (status[205].active, status[205].lock_wait) == (True, True)
+    assert (status[206].active, status[206].lock_wait) == (False, False)
+    assert (status[207].active, status[207].lock_wait) == (False, False)
