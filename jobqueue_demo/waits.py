@@ -45,6 +45,7 @@ INNODB_IS_IDLE_S = 0.11
 # Every transaction block starts so, whatever its state (ACTIVE, not started, COMMITTED IN
 # MEMORY, recovered PREPARED...): splitting on any of them keeps lines with their own block.
 TRX_HEADER = re.compile(r"^---TRANSACTION ", re.MULTILINE)
+WAITING_LOCK = re.compile(r"index (\S+) of table `[^`]*`\.`([^`]*)` trx id \d+ lock.mode (\S+)")
 THREAD_ID = re.compile(r"(?:MySQL|MariaDB) thread id (\d+)")
 
 
@@ -52,6 +53,7 @@ THREAD_ID = re.compile(r"(?:MySQL|MariaDB) thread id (\d+)")
 class TrxStatus:
     active: bool
     lock_wait: bool
+    waiting_for: str = ""  # e.g. "jobs PRIMARY X", from the lock it waits for
 
 
 def parse_innodb_status(text: str) -> dict[int, TrxStatus]:
@@ -64,7 +66,9 @@ def parse_innodb_status(text: str) -> dict[int, TrxStatus]:
         if thread:
             lock_wait = any(line.startswith("LOCK WAIT") for line in block.splitlines())
             header = block.split("\n", 1)[0]
-            out[int(thread.group(1))] = TrxStatus(", ACTIVE" in header, lock_wait)
+            wanted = WAITING_LOCK.search(block) if lock_wait else None
+            waiting_for = f"{wanted.group(2)} {wanted.group(1)} {wanted.group(3)}" if wanted else ""
+            out[int(thread.group(1))] = TrxStatus(", ACTIVE" in header, lock_wait, waiting_for)
     return out
 
 
@@ -143,6 +147,9 @@ class WaitMonitor:
                 f"WHERE r.PROCESSLIST_ID = {int(thread_id)}"
             )
         else:
+            deduced = self._sole_holder(thread_id)
+            if deduced is not None:
+                return deduced
             sql = (
                 "SELECT b.trx_mysql_thread_id, l.lock_table, l.lock_index, l.lock_mode, l.lock_data "
                 "FROM information_schema.INNODB_LOCK_WAITS w "
@@ -162,6 +169,18 @@ class WaitMonitor:
             table, index, mode, data = (_s(v) or "" for v in rows[0][1:])
             lock = " ".join(p for p in (_table_name(table), index, mode, f"({data})" if data else "") if p)
         return WaitInfo(ROW, blockers, lock)
+
+    def _sole_holder(self, thread_id: int) -> WaitInfo | None:
+        """The blocker, when only one other transaction is active: only an active transaction
+        holds row locks, so it must be that one. This needs no read of InnoDB's cached lock
+        tables, which would be stale when read again within 0.1 s (a second wait soon after
+        the first), and refreshing them costs that 0.1 s."""
+        transactions = self._transactions()
+        others = [tid for tid, trx in transactions.items() if trx.active and tid != int(thread_id)]
+        mine = transactions.get(int(thread_id))
+        if len(others) != 1 or mine is None or not mine.lock_wait:
+            return None
+        return WaitInfo(ROW, (others[0],), mine.waiting_for)
 
     def _metadata_holders(self, thread_id: int, schema: str) -> tuple[int, ...]:
         """Other connections holding metadata locks in the scratch schema.

@@ -50,8 +50,9 @@ READY_TIMEOUT_S = 30.0
 STALL_S = 30.0
 PROGRESS_EVERY_S = 0.25
 TICK_S = 0.02
-# While a killed worker's thread is still listed, poll the process list this often.
-# PROCESSLIST is built on each read (unlike InnoDB's cached INNODB_TRX), so fast polls are exact.
+# While a kill waits for a worker in its transaction, or for the server to drop the killed
+# worker's thread, tick this often. PROCESSLIST is built on each read (unlike InnoDB's cached
+# INNODB_TRX), so polling it this fast gives exact answers.
 NOTICE_POLL_S = 0.001
 NOTICE_TIMEOUT_S = 30.0
 # Kills land between 10 % and 60 % of the jobs, so there is work left for the others.
@@ -445,12 +446,15 @@ class Killer:
     def pending(self) -> list[Kill]:
         return [k for k in self.kills if k.noticed_ms is None]
 
-    @property
-    def due(self) -> bool:
-        return len(self.kills) < len(self.thresholds)
+    def due(self, completed: int) -> bool:
+        return len(self.kills) < len(self.thresholds) and completed >= self.thresholds[len(self.kills)]
+
+    def busy(self, completed: int) -> bool:
+        """Whether a kill waits for a worker in its transaction, or for the server's notice."""
+        return self.due(completed) or bool(self.pending)
 
     def step(self, crew: Crew, scratch: Scratch, completed: int) -> None:
-        if self.due and completed >= self.thresholds[len(self.kills)]:
+        if self.due(completed):
             candidates = crew.in_transaction()
             if candidates:
                 kill = crew.kill(self.rng.choice(candidates))
@@ -554,7 +558,7 @@ def _supervise(crew: Crew, scratch: Scratch, killer: Killer, watch: _Watch) -> N
         if watch.on_progress is not None and now - watch.last_report >= PROGRESS_EVERY_S:
             watch.on_progress(_progress(crew, scratch, killer, watch, now))
             watch.last_report = now
-        time.sleep(NOTICE_POLL_S if killer.pending or killer.due else TICK_S)
+        time.sleep(NOTICE_POLL_S if killer.busy(completed) else TICK_S)
 
 
 def _progress(crew: Crew, scratch: Scratch, killer: Killer, watch: _Watch, now: float) -> Progress:

@@ -119,3 +119,17 @@ def test_innodb_status_blocks_stay_with_their_own_transaction():
     assert (status[205].active, status[205].lock_wait) == (True, True)
     assert (status[206].active, status[206].lock_wait) == (False, False)
     assert (status[207].active, status[207].lock_wait) == (False, False)
+
+
+def test_innodb_status_names_the_lock_waited_for():
+    from jobqueue_demo.waits import parse_innodb_status
+
+    text = (
+        "---TRANSACTION 548, ACTIVE 0 sec starting index read\n"
+        "LOCK WAIT 2 lock struct(s), heap size 1128, 1 row lock(s)\n"
+        "MariaDB thread id 205, OS thread handle 1, query id 9 127.0.0.1 root Sending data\n"
+        "------- TRX HAS BEEN WAITING 1307 us FOR THIS LOCK TO BE GRANTED:\n"
+        "RECORD LOCKS space id 12 page no 3 n bits 320 index PRIMARY of table `jqd_1`.`jobs` "
+        "trx id 548 lock_mode X waiting\n"
+    )
+    assert parse_innodb_status(text)[205].waiting_for == "jobs PRIMARY X"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -74,6 +75,22 @@ def test_broken_claim_is_caught(embedded):
     summary = run_workers(WorkersConfig("no-lock", "read-committed", workers=4, jobs=40, work_ms=2), embedded)
     assert summary.duplicated > 0 and not summary.invariants_hold
     assert summary.lost == 0
+
+
+def test_live_view_and_summary_render(embedded):
+    from rich.console import Console
+
+    from jobqueue_demo.render.live import progress_table, summary_table
+
+    seen = []
+    summary = run_workers(WorkersConfig(workers=3, jobs=30, kill=1), embedded, seen.append)
+    assert seen and all(len(p.workers) == 3 for p in seen)
+    console = Console(file=io.StringIO(), width=100, color_system=None)
+    console.print(progress_table(seen[-1]))
+    console.print(summary_table(summary))
+    text = console.file.getvalue()
+    assert "deadlock" in text and "nowait" in text
+    assert "30 of 30" in text and "server noticed after" in text
 
 
 def test_lost_jobs_are_counted(embedded):
