@@ -156,8 +156,7 @@ class Driver:
         try:
             self.control.query(self.scenario.setup.encode("utf-8"))
             while True:
-                stored = self.control.store_result()
-                del stored
+                self.control.store_result()  # each setup statement's result must be read before the next
                 if self.control.next_result() != 0:
                     break
         except MySQLdb.Error as e:

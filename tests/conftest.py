@@ -68,3 +68,14 @@ def scratch_databases(info) -> set[str]:
         return {row[0] for row in conn.store_result().fetch_row(0)}
     finally:
         conn.close()
+
+
+def dsn_of(info) -> str:
+    """A DSN for the server behind a fixture, so the CLI uses the same one (the embedded one by its socket)."""
+    if info.params.unix_socket:
+        return f"mysql://root@localhost/?unix_socket={info.params.unix_socket}"
+    return LOCAL_DSN
+
+
+def dsn_env(info) -> dict:
+    return {"JOBQUEUE_DEMO_DSN": dsn_of(info)}

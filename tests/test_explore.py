@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, cli, scratch_databases
+from conftest import ROOT, cli, dsn_env, scratch_databases
 from jobqueue_demo import app as core
 from jobqueue_demo import events as ev
 from jobqueue_demo.explore import Cursor, ExploreOptions, Space, explore
@@ -246,12 +246,8 @@ def test_nothing_left_behind(embedded):
 # -- the command ---------------------------------------------------------------------------
 
 
-def _env(info) -> dict:
-    return {"JOBQUEUE_DEMO_DSN": f"mysql://root@localhost/?unix_socket={info.params.unix_socket}"}
-
-
 def test_cli_prints_counterexample_transcript_and_exits_1(embedded):
-    done = cli("explore", str(BROKEN), env=_env(embedded))
+    done = cli("explore", str(BROKEN), env=dsn_env(embedded))
     assert done.returncode == 1, done.stderr
     out = done.stdout
     space = re.search(r"space: (\d+) schedules, all run \(up to (\d+) before waits", out)
@@ -266,7 +262,7 @@ def test_cli_prints_counterexample_transcript_and_exits_1(embedded):
 
 
 def test_cli_correct_recipe_has_no_counterexample(embedded):
-    done = cli("explore", "skip-locked-explore", "--json", env=_env(embedded))
+    done = cli("explore", "skip-locked-explore", "--json", env=dsn_env(embedded))
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["complete"] and report["explored"] == report["bound"] == report["outcomes"]["ok"]
@@ -282,7 +278,7 @@ def test_cli_correct_recipe_has_no_counterexample(embedded):
     ],
 )
 def test_cli_usage_errors_are_one_line_exit_2(embedded, args, message):
-    done = cli("explore", str(SEED), *args, env=_env(embedded))
+    done = cli("explore", str(SEED), *args, env=dsn_env(embedded))
     assert done.returncode == 2
     assert message in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) <= 2  # the "exploring on" line, then the error
@@ -292,8 +288,8 @@ def test_cli_refuses_a_huge_space_unless_asked(tmp_path, embedded):
     steps = "\n".join(f"  - {s}: SELECT {i};" for s, i in itertools.product("ABC", range(8)))
     path = tmp_path / "huge.yaml"
     path.write_text(f"title: huge\nsessions: [A, B, C]\nsteps:\n{steps}\n")
-    done = cli("explore", str(path), env=_env(embedded))
+    done = cli("explore", str(path), env=dsn_env(embedded))
     assert done.returncode == 2 and "use --max-schedules N or --sample N" in done.stderr
-    sampled = cli("explore", str(path), "--sample", "3", "--seed", "1", "--json", env=_env(embedded))
+    sampled = cli("explore", str(path), "--sample", "3", "--seed", "1", "--json", env=dsn_env(embedded))
     assert sampled.returncode == 0, sampled.stderr
     assert json.loads(sampled.stdout)["explored"] == 3

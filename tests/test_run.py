@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import io
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
-from conftest import LOCAL_DSN, ROOT, cli, local_server_reachable, scratch_databases
+from conftest import LOCAL_DSN, ROOT, cli, dsn_env, local_server_reachable, scratch_databases
 from jobqueue_demo import app as core
 from jobqueue_demo.render.transcript import TranscriptWriter, event_lines
 
@@ -82,7 +81,7 @@ def test_cli_run_with_dsn_prints_seed():
 
 
 def test_verify_passes_and_names_the_server(server):
-    done = cli("verify", "scenarios/skip-locked.yaml", env=_dsn_env(server))
+    done = cli("verify", "scenarios/skip-locked.yaml", env=dsn_env(server))
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"Verified against {server.label}" in done.stdout
 
@@ -93,7 +92,7 @@ def test_verify_fails_naming_the_step_when_outcome_drifts(tmp_path, server):
     text = text.replace("- [2, generate invoice]\n  - narrate", "- [3, generate invoice]\n  - narrate", 1)
     assert "[3, generate invoice]" in text
     drifted.write_text(text)
-    done = cli("verify", str(drifted), env=_dsn_env(server))
+    done = cli("verify", str(drifted), env=dsn_env(server))
     assert done.returncode == 1
     assert "step 4 (line 30), session B" in done.stdout
     assert "expected: columns [id, task], rows [[3, generate invoice]]" in done.stdout
@@ -115,7 +114,7 @@ def test_record_writes_expectations_that_verify(tmp_path, server):
         kept.append(line)
     bare.write_text("".join(kept))
     assert "expect" not in bare.read_text()
-    done = cli("record", str(bare), env=_dsn_env(server))
+    done = cli("record", str(bare), env=dsn_env(server))
     assert done.returncode == 0, done.stderr
     recorded = bare.read_text()
     assert "comment: job 1 is claimed — skipped without waiting" in recorded
@@ -123,7 +122,7 @@ def test_record_writes_expectations_that_verify(tmp_path, server):
     assert f"verified: {server.label} on " in recorded
     scenario = core.load(str(bare))
     assert scenario.steps[3].expect.rows == (("2", "generate invoice"),)
-    again = cli("verify", str(bare), env=_dsn_env(server))
+    again = cli("verify", str(bare), env=dsn_env(server))
     assert again.returncode == 0, again.stdout
 
 
@@ -160,18 +159,11 @@ def test_lesson_name_resolves_like_a_path():
     assert_matches_seed(done.stdout)
 
 
-def _dsn_env(info) -> dict:
-    """Point the CLI at the same server the fixture uses (the embedded one via its socket)."""
-    if info.embedded:
-        return {"JOBQUEUE_DEMO_DSN": f"mysql://root@localhost/?unix_socket={info.params.unix_socket}"}
-    return {"JOBQUEUE_DEMO_DSN": LOCAL_DSN}
-
-
 def test_record_on_a_recorded_file_changes_only_verified(tmp_path, server):
     copy = tmp_path / "seed.yaml"
     original = "\n".join(l for l in SEED.read_text().splitlines() if not l.startswith("verified:"))
     copy.write_text(original + "\n")
-    done = cli("record", str(copy), env=_dsn_env(server))
+    done = cli("record", str(copy), env=dsn_env(server))
     assert done.returncode == 0, done.stderr
     lines = copy.read_text().splitlines()
     assert lines[-1] == f"verified: {server.label} on " + lines[-1].split(" on ")[-1]

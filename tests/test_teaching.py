@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LOCAL_DSN, ROOT, cli, scratch_databases
+from conftest import ROOT, cli, dsn_of, scratch_databases
 from jobqueue_demo import app as core
 from jobqueue_demo.render.columns import ColumnsView, cells, wrap
 from jobqueue_demo.render.events_json import records
@@ -58,12 +58,6 @@ GOLDEN = Path(__file__).parent / "golden" / "skip-locked.txt"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # What the step prompt writes to take itself back once a key is pressed.
 ERASE = re.compile(r"\r(\x1b\[\d+A)?\x1b\[J")
-
-
-def dsn_of(info) -> str:
-    if info.params.unix_socket:
-        return f"mysql://root@localhost/?unix_socket={info.params.unix_socket}"
-    return LOCAL_DSN
 
 
 def run_events(path: str, info) -> list:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import ROOT, cli
+from conftest import ROOT, cli, dsn_env
 from jobqueue_demo import app as core
 from jobqueue_demo import events as ev
 from jobqueue_demo import mysql_errors
@@ -54,7 +54,7 @@ def test_deadlock_names_the_victim(server):
     assert report.mismatches == []
     victims = [e for e in of(report, ev.Completed) if e.result.error and e.result.error.errno == 1213]
     assert [v.session for v in victims] == ["B"]
-    done = cli("run", "scenarios/deadlock.yaml", env=_env(server))
+    done = cli("run", "scenarios/deadlock.yaml", env=dsn_env(server))
     assert "B was chosen as the deadlock victim: its whole transaction was rolled back" in done.stdout
 
 
@@ -83,7 +83,7 @@ def test_stuck_cli_exit_1_and_nothing_left_behind(local):
 
     from conftest import scratch_databases
 
-    done = cli("run", "tests/data/stuck.yaml", "--step-timeout", "60", "--format", "json", env=_env(local))
+    done = cli("run", "tests/data/stuck.yaml", "--step-timeout", "60", "--format", "json", env=dsn_env(local))
     assert done.returncode == 1
     assert "B waits for A" in done.stderr and "Traceback" not in done.stderr
     database = json.loads(done.stdout.splitlines()[0])["database"]
@@ -95,12 +95,6 @@ def test_errors_are_results_and_settings_apply(server):
     assert report.mismatches == []
     (locks,) = of(report, ev.LocksShown)
     assert any(row[0] == "A" for row in locks.rows)
-
-
-def _env(info) -> dict:
-    if info.embedded:
-        return {"JOBQUEUE_DEMO_DSN": f"mysql://root@localhost/?unix_socket={info.params.unix_socket}"}
-    return {"JOBQUEUE_DEMO_DSN": "mysql://root@127.0.0.1:3306/test"}
 
 
 def test_innodb_status_blocks_stay_with_their_own_transaction():
