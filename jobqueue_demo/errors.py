@@ -6,7 +6,7 @@ EXIT_OK = 0
 EXIT_MISMATCH = 1
 EXIT_USAGE = 2
 EXIT_SERVER = 3
-EXIT_INTERRUPTED = 130
+# 130 (interrupted) is typer's answer to KeyboardInterrupt, which SIGTERM is mapped to.
 
 
 class DemoError(Exception):

@@ -15,7 +15,6 @@ from .. import events as ev
 from ..scenario import Scenario
 from .transcript import RESULT, Line, event_lines
 
-FORMATS = ("html", "md")
 WHY_HEADING = "Why each piece matters"
 
 
