@@ -371,7 +371,9 @@ def test_server_dies_with_killed_python(embedded_env):
     child = run_python(code, {**os.environ})
     workdir = None
     try:
-        workdir = Path(child.stdout.readline().strip())
+        line = child.stdout.readline().strip()
+        assert line, "the child printed no work dir"
+        workdir = Path(line)
         pid = int((workdir / "mysqld.pid").read_text())
         assert alive(pid)
         child.send_signal(signal.SIGKILL)
@@ -384,7 +386,8 @@ def test_server_dies_with_killed_python(embedded_env):
         child.kill()
         child.wait()
         # A SIGKILLed Python cannot clean up after itself; the work dir is left.
-        if workdir is not None:
+        # Only ever a run's own directory: an empty line would be Path(''), the checkout itself.
+        if workdir is not None and workdir.name.startswith("jobqueue-demo-"):
             shutil.rmtree(workdir, ignore_errors=True)
 
 
