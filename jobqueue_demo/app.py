@@ -27,11 +27,40 @@ def load(name: str) -> Scenario:
 
 
 @contextmanager
-def server(dsn: str | None):
+def server(dsn: str | None, allow_shared_user: bool = False):
+    """The server to run on, after sweeping what runs killed earlier left there and here."""
+    from dataclasses import replace
+
+    from .leftovers import sweep_dirs, sweep_server
     from .server import open_server
 
+    sweep_dirs()
     with open_server(dsn) as info:
-        yield info
+        if not info.embedded:
+            with closing(info.params.connect(database=None)) as conn:
+                sweep_server(conn)
+        yield replace(info, shared_user=allow_shared_user)
+
+
+@dataclass
+class Cleanup:
+    found: list
+    problems: list[str]
+
+
+def cleanup(dsn: str | None, dry_run: bool, cache: bool) -> Cleanup:
+    """List, and unless `dry_run` remove, what killed runs left on the server and this machine."""
+    from .leftovers import sweep_cache, sweep_dirs, sweep_server
+    from .server import DSN_ENV, cache_root, parse_dsn
+
+    sweeps = [sweep_dirs(dry_run)]
+    dsn = dsn or os.environ.get(DSN_ENV) or None
+    if dsn is not None:
+        with closing(parse_dsn(dsn).connect(database=None)) as conn:
+            sweeps.append(sweep_server(conn, dry_run))
+    if cache:
+        sweeps.append(sweep_cache(cache_root(), dry_run))
+    return Cleanup([f for s in sweeps for f in s.found], [p for s in sweeps for p in s.problems])
 
 
 def run(scenario: Scenario, server, step_timeout: float, on_event: Callable | None = None) -> RunReport:

@@ -6,6 +6,7 @@ stuck schedule), 2 bad scenario or usage, 3 server or connection problem, 130 in
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
@@ -36,13 +37,37 @@ DSN_HELP = (
     "Default: $JOBQUEUE_DEMO_DSN, else a private throwaway server started for this run."
 )
 STEP_TIMEOUT_HELP = "Longest wait for any one statement or fault, in seconds."
+MAX_SECONDS = 3600.0
 _debug = False
+_allow_shared_user = False
+
+
+def finite(value: float | None) -> float | None:
+    """A range check lets NaN through (every comparison with it is false)."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter("must be a number of seconds")
+    return value
 
 
 @app.callback()
-def _options(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors.")) -> None:
-    global _debug
+def _options(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    allow_shared_user: bool = typer.Option(
+        False, "--allow-shared-user",
+        help="Run scenario SQL as the DSN's own user when it may not create the per-run user "
+        "that confines it to the scratch database.",
+    ),
+) -> None:
+    global _debug, _allow_shared_user
     _debug = debug
+    _allow_shared_user = allow_shared_user
+
+
+def server_for(dsn: str | None):
+    """The server for a command, as the global options say."""
+    from . import app as core
+
+    return core.server(dsn, _allow_shared_user)
 
 
 def _color() -> bool:
@@ -72,13 +97,13 @@ class PageFormat(str, Enum):
 def run(
     scenario: str = typer.Argument(..., help="Scenario file or lesson name."),
     dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
-    step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1),
+    step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1, max=MAX_SECONDS, callback=finite),
     step: bool = typer.Option(
         False, "--step", help="Pause before each step and show what comes next: Enter runs it, q quits "
         "(sessions rolled back, scratch database dropped)."
     ),
     pace: Optional[float] = typer.Option(
-        None, "--pace", metavar="SECONDS", min=0.0, show_default=False,
+        None, "--pace", metavar="SECONDS", min=0.0, max=MAX_SECONDS, callback=finite, show_default=False,
         help="Run one step every SECONDS, for a talk; with --step, Enter runs the next one sooner.",
     ),
     layout: Layout = typer.Option(
@@ -106,7 +131,7 @@ def run(
         raise UsageError("--layout columns is a text layout; leave it out with --format json")
     loaded = core.load(scenario)
     show = _run_view(loaded, layout, fmt)
-    with core.server(dsn) as server:
+    with server_for(dsn) as server:
         _say(f"-- {loaded.title}: on {server.label} ({server.where})")
         with _step_gate(Pacing(step, pace), len(loaded.steps)) as gate:
 
@@ -168,7 +193,7 @@ def export(
         None, "--format", show_default=False, help="html or md; by default from the -o file's suffix (.md), else html."
     ),
     dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
-    step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1),
+    step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1, max=MAX_SECONDS, callback=finite),
 ) -> None:
     """Run and verify a scenario, then write its lesson page.
 
@@ -191,7 +216,7 @@ def export(
     if output != "-":
         core.check_writable(output)
     loaded = core.load(scenario)
-    with core.server(dsn) as server:
+    with server_for(dsn) as server:
         _say(f"-- {loaded.title}: on {server.label} ({server.where})")
         try:
             page = core.lesson_page(loaded, server, step_timeout, fmt.value)
@@ -210,7 +235,7 @@ def export(
 def verify(
     scenarios: List[str] = typer.Argument(..., help="Scenario files or lesson names."),
     dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
-    step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1),
+    step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1, max=MAX_SECONDS, callback=finite),
 ) -> None:
     """Run scenarios and check every step against its expectation.
 
@@ -225,7 +250,7 @@ def verify(
 
     loaded = [core.load(s) for s in scenarios]
     failed = 0
-    with core.server(dsn) as server:
+    with server_for(dsn) as server:
         for item in loaded:
             report = core.run(item, server, step_timeout)
             if report.mismatches:
@@ -245,7 +270,7 @@ def verify(
 def record(
     scenario: str = typer.Argument(..., help="Scenario file to update in place."),
     dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
-    step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1),
+    step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1, max=MAX_SECONDS, callback=finite),
 ) -> None:
     """Run a scenario and write what it observed into the file as expectations.
 
@@ -259,7 +284,7 @@ def record(
     from . import app as core
 
     loaded = core.load(scenario)
-    with core.server(dsn) as server:
+    with server_for(dsn) as server:
         written = core.record(loaded, server, step_timeout)
     print(f"{loaded.path}: recorded {written} statement result(s); {core.verified_line(server)}")
 
@@ -290,12 +315,55 @@ def lessons() -> None:
         raise typer.Exit(EXIT_USAGE)
 
 
+@app.command()
+def cleanup(
+    dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be removed; remove nothing."),
+    cache: bool = typer.Option(
+        False, "--cache", help="Also remove the cached embedded-server templates (rebuilt on next use)."
+    ),
+) -> None:
+    """Remove what killed runs left behind: scratch databases and per-run users on the server,
+    embedded servers' temporary directories on this machine.
+
+    Only what provably belongs to a run that is gone: a database or user whose run's named
+    lock is free, a directory whose marker lock is free. Every run already does this at its
+    start; databases of older versions (jqd_ and 10 hex digits) are listed, never dropped.
+
+    \b
+    Example:
+      jobqueue-demo cleanup --dry-run
+      jobqueue-demo cleanup --dsn mysql://root@127.0.0.1:3306/test
+    """
+    from . import app as core
+    from .errors import ServerError
+
+    done = core.cleanup(dsn, dry_run, cache)
+    for found in done.found:
+        verb = "removed" if found.removed else ("would remove" if dry_run and found.note != "its run is alive" else "kept")
+        note = f" ({found.note})" if found.note else ""
+        print(f"{verb} {found.kind} {found.name}{note}")
+    if not done.found:
+        print("nothing left behind")
+    if done.problems:
+        raise ServerError("; ".join(done.problems))
+
+
 from . import cli_explore  # noqa: E402,F401  registers explore
 from . import cli_workers  # noqa: E402,F401  registers workers and bench
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
 
 def _interrupt(signum, frame) -> None:
+    """The first stop signal interrupts; later ones must not break the clean-up it started."""
+    for stop in STOP_SIGNALS:
+        signal.signal(stop, _cleaning_up)
     raise KeyboardInterrupt
+
+
+def _cleaning_up(signum, frame) -> None:
+    _say("jobqueue-demo: cleaning up (sessions, scratch database, server); a moment")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -303,16 +371,19 @@ def main(argv: list[str] | None = None) -> int:
 
     Usage errors, --help and Ctrl-C (130) are handled by typer's standalone mode.
     """
-    # `kill <pid>` gets the same clean-up as Ctrl-C: sessions rolled back, scratch database
-    # dropped, embedded server stopped.
-    signal.signal(signal.SIGTERM, _interrupt)
+    # `kill <pid>` and a closed terminal get the same clean-up as Ctrl-C: sessions rolled
+    # back, scratch database dropped, embedded server stopped.
+    for stop in STOP_SIGNALS:
+        signal.signal(stop, _interrupt)
     try:
         app(args=argv)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else EXIT_OK
     except DemoError as e:
         if _debug:
-            raise
+            import traceback
+
+            traceback.print_exc()
         _say(f"jobqueue-demo: {e}")
         return e.exit_code
     return EXIT_OK

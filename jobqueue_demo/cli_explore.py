@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from .cli import DSN_HELP, STEP_TIMEOUT_HELP, _color, _say, app
+from .cli import DSN_HELP, MAX_SECONDS, STEP_TIMEOUT_HELP, _color, _say, app, finite, server_for
 from .errors import EXIT_MISMATCH, UsageError
 
 OUTCOME_WORDS = {
@@ -34,7 +34,7 @@ def explore(
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for --sample (default: random, and printed)."),
     jobs: int = typer.Option(2, "--jobs", min=1, max=16, help="Schedules run at once, each on its own connections."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1),
+    step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1, max=MAX_SECONDS, callback=finite),
 ) -> None:
     """Run every interleaving of a scenario's sessions and check its invariants after each.
 
@@ -70,7 +70,7 @@ def explore(
     )
     loaded = core.load(scenario)
     at_most = planned(loaded, options)
-    with core.server(dsn) as server:
+    with server_for(dsn) as server:
         _say(f"-- {loaded.title}: exploring on {server.label} ({server.where})")
         with _Progress(as_json, at_most) as advance:
             report = run_explore(loaded, server, options, lambda _: advance())

@@ -23,11 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from . import control
 from . import events as ev
 from . import mysql_errors
 from .errors import ServerError, StuckError, UsageError
 from .result import Result
 from .runner import Driver, RunOptions
+from .scratch import SNAPSHOT_SUFFIX, quote as _quote
 from .scenario import Fault, Invariant, Scenario, Statement
 from .session import result_from_connection
 
@@ -341,22 +343,8 @@ class Sampler:
 # -- running schedules --------------------------------------------------------------------
 
 
-def _execute_all(conn, sql: str) -> None:
-    conn.query(sql.encode("utf-8"))
-    while True:
-        conn.store_result()
-        if conn.next_result() != 0:
-            break
-
-
 def _rows(conn, sql: str) -> tuple:
-    conn.query(sql.encode("utf-8"))
-    stored = conn.store_result()
-    return tuple(tuple(v.decode() if isinstance(v, bytes) else v for v in row) for row in stored.fetch_row(0))
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+    return tuple(tuple(control.text(v) for v in row) for row in control.rows(conn, sql))
 
 
 def control_result(conn, sql: str) -> Result:
@@ -387,10 +375,10 @@ class Snapshot:
 
     def __init__(self, driver: Driver, tables: list[str]):
         self.driver = driver
-        self.database = driver.database + "_s"
+        self.database = driver.database + SNAPSHOT_SUFFIX
         db, snap = _quote(driver.database), _quote(self.database)
         columns = self._columns(tables)
-        copies, restores = [f"CREATE DATABASE {snap}"], ["SET SESSION foreign_key_checks = 0", "BEGIN"]
+        copies, restores = [], ["SET SESSION foreign_key_checks = 0", "BEGIN"]
         for table in tables:
             t, cols = _quote(table), ", ".join(_quote(c) for c in columns[table])
             copies.append(f"CREATE TABLE {snap}.{t} LIKE {db}.{t}; INSERT INTO {snap}.{t} ({cols}) SELECT {cols} FROM {db}.{t}")
@@ -398,12 +386,11 @@ class Snapshot:
         if driver.server.flavor == "MySQL":
             # MySQL 8 caches AUTO_INCREMENT in information_schema for a day unless told not to (untested here).
             copies.append("SET SESSION information_schema_stats_expiry = 0")
-        try:
-            _execute_all(driver.control, "; ".join(copies))
-            self.counters = self._counters()
-        except BaseException:
-            self.drop()
-            raise
+        # Made as one of the run's databases, so it is dropped (or swept) with the run.
+        driver.scratch.create_database(self.database)
+        if copies:
+            control.execute(driver.control, "; ".join(copies))
+        self.counters = self._counters()
         self.restore_sql = "; ".join(restores + ["COMMIT"])
 
     def _columns(self, tables: list[str]) -> dict[str, list[str]]:
@@ -428,18 +415,14 @@ class Snapshot:
         return {table: int(value) for table, value in rows}
 
     def __call__(self) -> None:
-        _execute_all(self.driver.control, self.restore_sql)
+        control.execute(self.driver.control, self.restore_sql)
         if self.counters:
             moved = {t: n for t, n in self._counters().items() if self.counters.get(t) != n}
             for table in moved:
-                _execute_all(
+                control.execute(
                     self.driver.control,
                     f"ALTER TABLE {_quote(self.driver.database)}.{_quote(table)} AUTO_INCREMENT = {self.counters[table]}",
                 )
-
-    def drop(self) -> None:
-        if self.driver.control is not None:
-            _execute_all(self.driver.control, f"DROP DATABASE IF EXISTS {_quote(self.database)}")
 
 
 class Rebuild:
@@ -451,9 +434,6 @@ class Rebuild:
 
     def __call__(self) -> None:
         self.driver.recreate_database()
-
-    def drop(self) -> None:
-        pass
 
 
 def choose_reset(driver: Driver, forced: bool) -> Snapshot | Rebuild:
@@ -486,16 +466,12 @@ class Worker:
             self.driver.open()
             self.reset = choose_reset(self.driver, self.recreate)
         except BaseException:
-            self.driver.close()
+            self.driver.close(quiet=True)
             raise
         return self
 
-    def __exit__(self, *exc_info) -> None:
-        try:
-            if self.reset is not None:
-                self.reset.drop()
-        finally:
-            self.driver.close()
+    def __exit__(self, exc_type, *exc_info) -> None:
+        self.driver.close(quiet=exc_type is not None)
 
     def run(self, chooser) -> Execution:
         self.driver.started = time.perf_counter()
@@ -543,7 +519,7 @@ class Worker:
         return self.driver.stuck_message(len(self.space.scenario.steps), "every remaining step is blocked", waiting)
 
     def _check(self) -> tuple[Check, ...]:
-        return tuple(Check(i, control_result(self.driver.control, i.sql)) for i in self.space.scenario.invariants)
+        return tuple(Check(i, control_result(self.driver.user_conn, i.sql)) for i in self.space.scenario.invariants)
 
 
 # -- the whole exploration ------------------------------------------------------------------

@@ -11,15 +11,16 @@ a time, asking it which sessions are blocked.
 from __future__ import annotations
 
 import re
-import secrets
 import select
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from . import control
 from . import events as ev
 from .errors import ScenarioError, ServerError, StuckError
 from .scenario import ISOLATION_LEVELS, Fault, Locks, Narration, Scenario, SessionSpec, Statement
+from .scratch import ScratchDatabase
 from .server import ServerInfo
 from .session import Session
 from .waits import ROW, WaitMonitor
@@ -73,8 +74,10 @@ class Run:
             if still:
                 raise StuckError(driver.stuck_message(len(self.scenario.steps), "the scenario ended", still))
             yield ev.RunFinished(driver.now())
-        finally:
-            driver.close()
+        except BaseException:
+            driver.close(quiet=True)
+            raise
+        driver.close()
 
 
 class Driver:
@@ -84,25 +87,26 @@ class Driver:
         self.scenario = scenario
         self.server = server
         self.options = options
-        self.database = "jqd_" + secrets.token_hex(5)
+        self.scratch = ScratchDatabase(server, confine=not server.shared_user, multi_statements=True)
+        self.database = self.scratch.name
         self.control = None
+        # Runs the scenario's own setup and invariants, as the sessions' (per-run) user.
+        self.user_conn = None
         self.monitor: WaitMonitor | None = None
         self.sessions: dict[str, Session] = {}
         self.specs = {s.name: s for s in scenario.sessions}
         self.captures: dict[str, dict[str, str | None]] = {s.name: {} for s in scenario.sessions}
         self.started = 0.0
-        self._created = False
         self._inflight: dict[str, tuple[int, Statement, str]] = {}
         self._blocker_names: dict[str, tuple[str, ...]] = {}
 
     # -- lifecycle -------------------------------------------------------------
 
     def open(self) -> None:
-        self.control = self.server.params.connect(multi_statements=True)
+        self.scratch.open()
+        self.control = self.scratch.conn
         self.monitor = WaitMonitor(self.control, self.server.flavor)
-        self._control(f"CREATE DATABASE `{self.database}`")
-        self._created = True
-        self._control(f"USE `{self.database}`")
+        self.user_conn = self.scratch.session_params.connect(database=self.database, multi_statements=True)
         if self.scenario.setup:
             self._run_setup()
         for spec in self.scenario.sessions:
@@ -110,9 +114,7 @@ class Driver:
 
     def recreate_database(self) -> None:
         """Drop the scratch database and build it again from the setup; sessions must be idle."""
-        self._control(f"DROP DATABASE `{self.database}`")
-        self._control(f"CREATE DATABASE `{self.database}`")
-        self._control(f"USE `{self.database}`")
+        self.scratch.recreate()
         if self.scenario.setup:
             self._run_setup()
 
@@ -131,7 +133,7 @@ class Driver:
                 session.close()
             if not session.closed:
                 try:
-                    params = self.server.params
+                    params = self.scratch.session_params
                     session.conn.change_user(params.user, params.password, self.database)
                     self._apply_settings(session.conn, self.specs[name])
                     continue
@@ -154,16 +156,16 @@ class Driver:
         import MySQLdb
 
         try:
-            self.control.query(self.scenario.setup.encode("utf-8"))
+            self.user_conn.query(self.scenario.setup.encode("utf-8"))
             while True:
-                self.control.store_result()  # each setup statement's result must be read before the next
-                if self.control.next_result() != 0:
+                self.user_conn.store_result()  # each setup statement's result must be read before the next
+                if self.user_conn.next_result() != 0:
                     break
         except MySQLdb.Error as e:
             raise ScenarioError(self.scenario.path, f"setup failed: ERROR {e.args[0]}: {e.args[-1]}") from None
 
     def _connect(self, spec: SessionSpec) -> Session:
-        conn = self.server.params.connect(database=self.database)
+        conn = self.scratch.session_params.connect(database=self.database)
         self._apply_settings(conn, spec)
         return Session(spec.name, conn, conn.thread_id())
 
@@ -178,46 +180,34 @@ class Driver:
         if settings:
             conn.query(("SET SESSION " + ", ".join(settings)).encode())
 
-    def close(self) -> None:
-        """Leave nothing behind: end every session's transaction, drop the scratch database.
+    def close(self, quiet: bool = False) -> None:
+        """Leave nothing behind: end every session's transaction, drop the scratch database
+        and the per-run user. `quiet` when already failing: the first error is the one told.
 
         A session stuck in a lock wait would not notice its socket closing, and its locks
         would hold DROP DATABASE, so sessions are killed from the control connection.
         """
-        if self.control is None:
-            return
         for session in self.sessions.values():
-            if not session.closed:
+            if not session.closed and self.control is not None:
                 self._kill_quietly(session.thread_id)
             session.close()
-        try:
-            if self._created:
-                self._control(f"DROP DATABASE IF EXISTS `{self.database}`")
-        finally:
+        if self.user_conn is not None:
             try:
-                self.control.close()
-            except Exception:  # the server may already be gone; nothing more to release
+                self.user_conn.close()
+            except Exception:  # already gone; nothing more to release
                 pass
-            self.control = None
+            self.user_conn = None
+        self.control = None
+        self.scratch.close(quiet)
 
     def _kill_quietly(self, thread_id: int) -> None:
-        import MySQLdb
-
         try:
             self._control(f"KILL CONNECTION {int(thread_id)}")
-        except MySQLdb.Error:
+        except ServerError:
             pass  # already gone
 
     def _control(self, sql: str) -> None:
-        import MySQLdb
-
-        try:
-            self.control.query(sql.encode("utf-8"))
-            self.control.store_result()
-        except MySQLdb.OperationalError as e:
-            if e.args and e.args[0] in (2006, 2013):
-                raise ServerError(f"lost the control connection: {e.args[-1]}") from None
-            raise
+        control.execute(self.control, sql)
 
     def now(self) -> float:
         return (time.perf_counter() - self.started) * 1000.0

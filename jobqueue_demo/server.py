@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from urllib.parse import unquote, urlsplit
 
 from jobqueue_demo.errors import ServerError, UsageError
+from jobqueue_demo.owner import hold
 
 if TYPE_CHECKING:
     from MySQLdb.connections import Connection
@@ -42,6 +43,8 @@ INSTALL_DB_NAMES = ("mariadb-install-db", "mysql_install_db")
 # Distributions put server daemons in sbin/libexec, which a user's PATH often lacks.
 SERVER_DIRS = ("/usr/sbin", "/usr/local/sbin", "/usr/libexec")
 CACHE_DIR_NAME = "jobqueue-demo"
+WORKDIR_PREFIX = "jobqueue-demo-"
+FILES_DIR = "files"
 TEMPLATE_META = "template.json"
 # Small redo logs keep the template (~26 MB) quick to copy on every start; the
 # lessons' few rows need only a small buffer pool.
@@ -95,6 +98,8 @@ class ConnectParams:
             "connect_timeout": CONNECT_TIMEOUT_S,
             # mysqlclient turns multi-statements on unless told otherwise.
             "multi_statements": multi_statements,
+            # LOAD DATA LOCAL would let scenario SQL ask this client for any file it can read.
+            "local_infile": 0,
         }
         if target.database is not None:
             options["database"] = target.database
@@ -141,7 +146,7 @@ def parse_dsn(dsn: str) -> ConnectParams:
     host = parts.hostname or ("localhost" if unix_socket else None)
     if host is None:
         raise UsageError(f"the DSN names no host: expected {DSN_FORM} or ...?unix_socket=/path")
-    return ConnectParams(
+    params = ConnectParams(
         host=host,
         port=port or DEFAULT_PORT,
         user=unquote(parts.username) if parts.username else DEFAULT_USER,
@@ -149,6 +154,10 @@ def parse_dsn(dsn: str) -> ConnectParams:
         database=_dsn_database(parts.path),
         unix_socket=unix_socket,
     )
+    # The client library takes C strings: a NUL would cut a value short, or fail deep inside.
+    if any("\0" in (value or "") for value in (params.host, params.user, params.password, params.database, unix_socket)):
+        raise UsageError("the DSN holds a NUL character (%00)")
+    return params
 
 
 def _dsn_database(path: str) -> str | None:
@@ -175,6 +184,8 @@ class ServerInfo:
     flavor: str
     version: str
     embedded: bool = False
+    # Scenario SQL runs as the DSN's user instead of a per-run user (--allow-shared-user).
+    shared_user: bool = False
 
     @property
     def label(self) -> str:
@@ -431,9 +442,12 @@ def _plugin_dir(binary: ServerBinary) -> str | None:
 def _load_template(final: Path) -> Template:
     try:
         meta = json.loads((final / TEMPLATE_META).read_text())
-    except (OSError, ValueError) as exc:
-        raise ServerError(f"broken server template {final}: {exc}; delete it to rebuild") from exc
-    return Template(datadir=final / "datadir", log_file_size=meta["log_file_size"], plugin_dir=meta["plugin_dir"])
+        return Template(datadir=final / "datadir", log_file_size=meta["log_file_size"], plugin_dir=meta["plugin_dir"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        problem = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ServerError(
+            f"broken server template {final}: {TEMPLATE_META}: {problem}; 'jobqueue-demo cleanup --cache' removes it"
+        ) from None
 
 
 def _user_option() -> list[str]:
@@ -451,6 +465,8 @@ def _server_command(binary: ServerBinary, template: Template, workdir: Path) -> 
         f"--pid-file={workdir / 'mysqld.pid'}",
         f"--log-error={workdir / ERROR_LOG_NAME}",
         f"--innodb-buffer-pool-size={BUFFER_POOL_SIZE}",
+        # LOAD_FILE, SELECT ... INTO OUTFILE and LOAD DATA reach this directory only.
+        f"--secure-file-priv={workdir / FILES_DIR}",
     ]
     if binary.flavor == "MariaDB":
         command.append(f"--innodb-log-file-size={template.log_file_size}")
@@ -558,6 +574,7 @@ class EmbeddedServer:
         self.binary: ServerBinary | None = None
         self.workdir: Path | None = None
         self._process: subprocess.Popen | None = None
+        self._owner = None
 
     @property
     def params(self) -> ConnectParams:
@@ -588,11 +605,14 @@ class EmbeddedServer:
             raise
 
     def _boot(self, binary: ServerBinary, template: Template) -> None:
-        self.workdir = Path(tempfile.mkdtemp(prefix="jobqueue-demo-"))
+        self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
+        # Tells a later run's sweep that this directory is in use for as long as we live.
+        self._owner = hold(self.workdir)
         socket_path = self.workdir / SOCKET_NAME
         if len(os.fsencode(socket_path)) > MAX_SOCKET_PATH:
             raise ServerError(f"temp dir path too long for a unix socket: {socket_path}; set a shorter TMPDIR")
         shutil.copytree(template.datadir, self.workdir / "data")
+        (self.workdir / FILES_DIR).mkdir()
         log_path = self.workdir / ERROR_LOG_NAME
         self._process = _launch(_server_command(binary, template, self.workdir), log_path)
         _wait_until_ready(self._process, self.params, log_path)
@@ -607,6 +627,9 @@ class EmbeddedServer:
         finally:
             if workdir is not None:
                 shutil.rmtree(workdir, ignore_errors=True)
+            if self._owner is not None:
+                self._owner.close()
+                self._owner = None
 
 
 def _stop_all() -> None:

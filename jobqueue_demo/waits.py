@@ -11,6 +11,8 @@ import re
 import time
 from dataclasses import dataclass
 
+from .control import rows as control_rows
+
 ROW = "row lock"
 METADATA = "metadata lock"
 TABLE = "table lock"
@@ -86,11 +88,10 @@ class WaitMonitor:
             idle = time.monotonic() - self._innodb_is_read
             if idle < INNODB_IS_IDLE_S:
                 time.sleep(INNODB_IS_IDLE_S - idle)
-        self.control.query(sql.encode())
-        stored = self.control.store_result()
+        found = control_rows(self.control, sql)
         if innodb_is:
             self._innodb_is_read = time.monotonic()
-        return stored.fetch_row(0) if stored is not None else ()
+        return found
 
     def fresh_rows(self, sql: str) -> tuple:
         """Read InnoDB's cached tables after leaving the cache alone long enough to refresh."""

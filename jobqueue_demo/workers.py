@@ -19,7 +19,6 @@ import math
 import multiprocessing
 import os
 import random
-import secrets
 import signal
 import time
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from . import claimers
 from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed, WorkerSpec
 from .errors import ServerError, StuckError, UsageError
 from .scenario import ISOLATION_LEVELS
+from .scratch import ScratchDatabase
 from .server import ServerInfo
 
 STRATEGIES = {
@@ -201,37 +201,22 @@ class Scratch:
 
     def __init__(self, server: ServerInfo):
         self.server = server
-        self.name = "jqd_" + secrets.token_hex(5)
+        # The workers' SQL is the tool's own: no per-run user to confine it.
+        self.database = ScratchDatabase(server, confine=False)
+        self.name = self.database.name
         self.conn = None
 
     def __enter__(self) -> Scratch:
-        self.conn = self.server.params.connect(database=None)
-        try:
-            self.execute(f"CREATE DATABASE `{self.name}`")
-        except BaseException:
-            self.conn.close()
-            raise
+        self.database.open()
+        self.conn = self.database.conn
         return self
 
     def __exit__(self, exc_type, *exc_info: object) -> None:
-        try:
-            self.execute(f"DROP DATABASE IF EXISTS `{self.name}`")
-        except ServerError:
-            # With the server gone there is nothing left to drop; keep the first error.
-            if exc_type is None:
-                raise
-        finally:
-            self.conn.close()
+        # With the server gone there is nothing left to drop; keep the first error.
+        self.database.close(quiet=exc_type is not None)
 
     def rows(self, sql: str) -> tuple:
-        import MySQLdb
-
-        try:
-            self.conn.query(sql.encode())
-            stored = self.conn.store_result()
-        except MySQLdb.OperationalError as exc:
-            raise ServerError(f"control connection: {exc.args[-1]}") from None
-        return stored.fetch_row(0) if stored is not None else ()
+        return self.database.rows(sql)
 
     def execute(self, sql: str) -> None:
         self.rows(sql)
