@@ -26,6 +26,15 @@ def hold(folder: Path) -> BinaryIO:
     return handle
 
 
+_for_life: dict[Path, BinaryIO] = {}
+
+
+def hold_for_life(folder: Path) -> None:
+    """Mark `folder` as ours until this process ends (a folder made once per process)."""
+    if folder not in _for_life:
+        _for_life[folder] = hold(folder)
+
+
 def claim_if_dead(folder: Path) -> BinaryIO | None:
     """The marker's lock, held, when `folder`'s run is gone; None when it lives or has no marker
     (not ours to judge: made by someone else, or by an older version)."""
@@ -39,11 +48,3 @@ def claim_if_dead(folder: Path) -> BinaryIO | None:
         handle.close()
         return None
     return handle
-
-
-def alive(folder: Path) -> bool:
-    handle = claim_if_dead(folder)
-    if handle is None:
-        return (folder / MARKER).exists()
-    handle.close()
-    return False

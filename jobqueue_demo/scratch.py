@@ -171,14 +171,22 @@ def drop_bounded(conn, name: str) -> None:
 def holders(conn, database: str) -> str:
     """Which connections hold the database's tables open, as 'connection ID (user@host)'."""
     me = int(conn.thread_id())
-    ids = _metadata_holders(conn, database) or _using(conn, database)
-    ids = [i for i in ids if i != me]
-    if not ids:
+    exact = [i for i in _metadata_holders(conn, database) + _using(conn, database) if i != me]
+    if exact:
+        return "held by " + _described(conn, exact)
+    # Without a metadata lock table only a transaction left open can be pointed at.
+    found = control.rows(conn, "SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX")
+    open_trx = [int(r[0]) for r in found if int(r[0]) != me]
+    if not open_trx:
         return "held by another connection the server does not name"
-    listed = ", ".join(str(i) for i in ids)
+    return "the server does not name the holder; connections with an open transaction: " + _described(conn, open_trx)
+
+
+def _described(conn, ids: list[int]) -> str:
+    listed = ", ".join(str(i) for i in sorted(set(ids)))
     found = control.rows(conn, f"SELECT ID, USER, HOST FROM information_schema.PROCESSLIST WHERE ID IN ({listed})")
     named = [f"connection {int(i)} ({control.text(u)}@{control.text(h)})" for i, u, h in found]
-    return "held by " + ", ".join(named or [f"connection {i}" for i in ids])
+    return ", ".join(named or [f"connection {i}" for i in sorted(set(ids))])
 
 
 def _metadata_holders(conn, database: str) -> list[int]:

@@ -23,10 +23,12 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from . import claimers
 from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed, WorkerSpec
 from .errors import ServerError, StuckError, UsageError
+from .owner import hold_for_life
 from .scenario import ISOLATION_LEVELS
 from .scratch import ScratchDatabase
 from .server import ServerInfo
@@ -291,6 +293,11 @@ _GONE = object()  # a worker's pipe closed with no message: the process died
 
 
 def _context():
+    import multiprocessing.util
+
+    # The forkserver's socket lives in this pymp-* folder, left behind if we are SIGKILLed:
+    # the marker lets a later run's sweep tell it from live ones (and from other programs').
+    hold_for_life(Path(multiprocessing.util.get_temp_dir()))
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["__main__", "jobqueue_demo.claimers"])
     return ctx

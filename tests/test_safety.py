@@ -1,0 +1,373 @@
+"""Safety on a shared server: leftovers of killed runs swept, bounded drops, confinement, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import LOCAL_DSN, ROOT, cli, dsn_of, local_server_reachable
+
+NEW_RUN = re.compile(r"^jqd_[0-9a-f]{16}$")
+HELD = "scenarios/skip-locked.yaml"
+needs_local = pytest.mark.skipif(not local_server_reachable(), reason="no server on 127.0.0.1:3306")
+
+
+class HeldRun:
+    """A `run --step` kept waiting for Enter: alive, with its scratch database made."""
+
+    def __init__(self, *args: str, env: dict | None = None, scenario: str = HELD):
+        full_env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"}
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jobqueue_demo", *args, "run", scenario, "--step", "--format", "json"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env, cwd=ROOT,
+        )
+        self.database = json.loads(self._line())["database"]
+
+    def _line(self, timeout: float = 30) -> str:
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            self.proc.kill()
+            raise AssertionError("the run did not start: " + self.proc.stderr.read().decode())
+        return self.proc.stdout.readline().decode()
+
+    def signal(self, signum: int) -> None:
+        self.proc.send_signal(signum)
+
+    def finish(self, keys: bytes = b"", timeout: float = 60) -> tuple[int, str]:
+        if keys:
+            self.proc.stdin.write(keys)
+        self.proc.stdin.close()
+        self.proc.stdout.read()
+        err = self.proc.stderr.read().decode()
+        return self.proc.wait(timeout), err
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            stream.close()
+
+
+def _root():
+    from jobqueue_demo.server import parse_dsn
+
+    return parse_dsn(LOCAL_DSN).connect(database=None)
+
+
+def _query(conn, sql: str) -> tuple:
+    conn.query(sql.encode())
+    stored = conn.store_result()
+    rows = stored.fetch_row(0) if stored is not None else ()
+    return tuple(tuple(v.decode() if isinstance(v, bytes) else v for v in row) for row in rows)
+
+
+def _exists(conn, name: str) -> tuple[bool, bool]:
+    """(database exists, per-run user exists) for a run's name."""
+    database = bool(_query(conn, f"SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = '{name}'"))
+    user = bool(_query(conn, f"SELECT 1 FROM mysql.user WHERE User = '{name}'"))
+    return database, user
+
+
+# -- leftovers of killed runs ---------------------------------------------------------
+
+
+def test_killed_embedded_run_leaves_a_dir_the_next_run_sweeps(tmp_path):
+    env = {"TMPDIR": str(tmp_path)}
+    dead, live = HeldRun(env=env), HeldRun(env=env)
+    assert NEW_RUN.match(dead.database)
+    dirs = set(tmp_path.glob("jobqueue-demo-*"))
+    assert len(dirs) == 2
+    dead.kill()
+    dry = cli("cleanup", "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.count("would remove directory") == 1
+    swept = cli("cleanup", env=env)
+    assert swept.returncode == 0, swept.stderr
+    left = set(tmp_path.glob("jobqueue-demo-*"))
+    assert len(left) == 1 and left < dirs, swept.stdout
+    code, err = live.finish(b"q")
+    assert code == 0, err
+    assert not list(tmp_path.glob("jobqueue-demo-*"))
+
+
+def test_a_killed_processes_marked_dir_is_swept_and_unmarked_ones_are_not(tmp_path):
+    from jobqueue_demo.leftovers import sweep_dirs
+
+    ours, foreign = tmp_path / "pymp-ours", tmp_path / "pymp-foreign"
+    ours.mkdir()
+    foreign.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import time; from pathlib import Path; from jobqueue_demo.owner import hold; "
+         f"h = hold(Path({str(ours)!r})); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, cwd=ROOT,
+    )
+    assert holder.stdout.readline() == b"held\n"
+    assert sweep_dirs(folder=tmp_path).found == []  # alive
+    holder.kill()
+    holder.wait()
+    holder.stdout.close()
+    found = sweep_dirs(folder=tmp_path).found
+    assert [f.name for f in found] == [str(ours)]
+    assert not ours.exists() and foreign.exists()
+
+
+@needs_local
+def test_killed_dsn_run_is_swept_by_the_next_run_and_a_live_one_is_not():
+    dsn = ("--dsn", LOCAL_DSN)
+    conn = _root()
+    try:
+        dead = HeldRun(env={"JOBQUEUE_DEMO_DSN": LOCAL_DSN})
+        live = HeldRun(env={"JOBQUEUE_DEMO_DSN": LOCAL_DSN})
+        dead.kill()
+        assert _exists(conn, dead.database) == (True, True)
+        dry = cli("cleanup", "--dry-run", *dsn)
+        assert f"would remove database {dead.database}" in dry.stdout
+        assert f"kept database {live.database} (its run is alive)" in dry.stdout
+        assert _exists(conn, dead.database) == (True, True)
+        # The next run on the server sweeps it.
+        nxt = cli("run", "nowait", *dsn)
+        assert nxt.returncode == 0, nxt.stderr
+        assert _exists(conn, dead.database) == (False, False)
+        assert _exists(conn, live.database) == (True, True)
+        code, err = live.finish(b"q")
+        assert code == 0, err
+        assert _exists(conn, live.database) == (False, False)
+    finally:
+        conn.close()
+
+
+@needs_local
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM])
+def test_sighup_cleans_up_like_sigterm(signum):
+    conn = _root()
+    try:
+        run = HeldRun(env={"JOBQUEUE_DEMO_DSN": LOCAL_DSN})
+        assert _exists(conn, run.database) == (True, True)
+        run.signal(signum)
+        code, err = run.finish()
+        assert code == 130, err
+        assert "Traceback" not in err
+        assert _exists(conn, run.database) == (False, False)
+    finally:
+        conn.close()
+
+
+@needs_local
+def test_second_ctrl_c_does_not_abort_the_cleanup():
+    """The drop is held up for a second by another client's open table; a second Ctrl-C
+    meanwhile must not stop the clean-up."""
+    conn = _root()
+    try:
+        run = HeldRun(env={"JOBQUEUE_DEMO_DSN": LOCAL_DSN})
+        _query(conn, "BEGIN")
+        _query(conn, f"SELECT * FROM `{run.database}`.jobs")
+        run.signal(signal.SIGINT)
+        time.sleep(0.3)
+        run.signal(signal.SIGINT)
+        time.sleep(0.7)
+        _query(conn, "COMMIT")
+        code, err = run.finish()
+        assert code == 130, err
+        assert "Traceback" not in err
+        assert _exists(conn, run.database) == (False, False)
+    finally:
+        conn.close()
+
+
+# -- a bounded drop ---------------------------------------------------------------------
+
+
+def test_drop_blocked_by_another_client_is_bounded_and_names_it(server):
+    """Named from the metadata lock table (embedded: MariaDB's plugin), else among open transactions."""
+    conn = server.params.connect(database=None)
+    dsn = dsn_of(server)
+    try:
+        run = HeldRun(env={"JOBQUEUE_DEMO_DSN": dsn})
+        _query(conn, "BEGIN")
+        _query(conn, f"SELECT * FROM `{run.database}`.jobs")
+        me = conn.thread_id()
+        began = time.monotonic()
+        code, err = run.finish(b"\n" * 40)
+        took = time.monotonic() - began
+        assert code == 3, err
+        lines = [line for line in err.splitlines() if line.startswith("jobqueue-demo:")]
+        assert len(lines) == 1, err
+        assert f"could not drop {run.database} within 3 s: " in lines[0]
+        named = "held by" if server.embedded else "connections with an open transaction:"
+        assert re.search(rf"{named} .*connection {me} \(root@", lines[0]), lines[0]
+        assert took < 15
+        _query(conn, "COMMIT")
+        # Its lock is free: cleanup drops it now.
+        swept = cli("cleanup", "--dsn", dsn)
+        assert f"removed database {run.database}" in swept.stdout, swept.stdout + swept.stderr
+        assert _exists(conn, run.database) == (False, False)
+    finally:
+        conn.close()
+
+
+# -- confinement ------------------------------------------------------------------------
+
+
+def _escape_scenario(tmp_path: Path, canary: str, victim: int, extra: list[str]) -> Path:
+    steps = [
+        f"DROP DATABASE {canary};",
+        f"UPDATE {canary}.t SET v = v + 1;",
+        f"USE {canary};",
+        f"DELETE FROM {canary}.t;",
+        f"CREATE DATABASE {canary}_x;",
+        "SET GLOBAL max_connections = @@global.max_connections;",
+        f"KILL {victim};",
+        "SELECT User FROM mysql.user;",
+        "LOAD DATA LOCAL INFILE '/etc/hostname' INTO TABLE t;",
+        "SELECT 1 INTO OUTFILE '/tmp/jqd-escape-test';",
+        *extra,
+    ]
+    body = "\n".join(f"  - A: {json.dumps(s)}" for s in steps)
+    path = tmp_path / "escape.yaml"
+    path.write_text(
+        "title: Scenario SQL tries to leave its scratch database\nsessions:\n  A:\n"
+        "setup: |\n  CREATE TABLE t (v INT);\n"
+        f"steps:\n{body}\n  - A: SELECT LOAD_FILE('/etc/hostname') AS f;\n"
+    )
+    return path
+
+
+def _results(stdout: str) -> list[dict]:
+    return [e for e in map(json.loads, stdout.splitlines()) if e["event"] == "statement"]
+
+
+@needs_local
+def test_scenario_sql_cannot_reach_outside_its_scratch_database(tmp_path):
+    canary = f"jqdcanary_{secrets.token_hex(4)}"
+    conn, victim = _root(), _root()
+    try:
+        _query(conn, f"CREATE DATABASE {canary}")
+        _query(conn, f"CREATE TABLE {canary}.t (v INT)")
+        _query(conn, f"INSERT INTO {canary}.t VALUES (1), (2), (3)")
+        before = _query(conn, f"CHECKSUM TABLE {canary}.t")
+        scenario = _escape_scenario(tmp_path, canary, victim.thread_id(), [])
+        done = cli("run", str(scenario), "--format", "json", "--dsn", LOCAL_DSN)
+        assert done.returncode == 0, done.stderr
+        results = _results(done.stdout)
+        errors = [r.get("error", {}).get("errno") for r in results]
+        assert errors[:8] == [1044, 1142, 1044, 1142, 1044, 1227, 1095, 1142], done.stdout
+        assert errors[8] in (4166, 2068, 3948)  # LOAD DATA LOCAL: the client has it off
+        assert errors[9] in (1045, 1227)  # no FILE privilege
+        assert results[-1]["result"]["rows"] == [[None]]
+        assert _query(conn, f"CHECKSUM TABLE {canary}.t") == before
+        assert not _query(conn, f"SHOW DATABASES LIKE '{canary}\\_x'")
+        victim.ping()
+    finally:
+        _query(conn, f"DROP DATABASE IF EXISTS {canary}")
+        victim.close()
+        conn.close()
+
+
+def test_embedded_server_files_stay_in_its_own_directory(tmp_path):
+    scenario = _escape_scenario(tmp_path, "mysql", 1, ["SHUTDOWN;"])
+    confined = cli("run", str(scenario), "--format", "json")
+    assert confined.returncode == 0, confined.stderr
+    assert _results(confined.stdout)[10]["error"]["errno"] == 1227  # SHUTDOWN
+    # Even as root, files outside the server's own directory are out of reach.
+    shared = cli("--allow-shared-user", "run", str(scenario), "--format", "json")
+    results = _results(shared.stdout)
+    assert results[9]["error"]["errno"] == 1290, shared.stdout  # --secure-file-priv
+    assert results[-1]["result"]["rows"] == [[None]]
+    assert not Path("/tmp/jqd-escape-test").exists()
+
+
+# -- privileges the DSN's user lacks ----------------------------------------------------
+
+
+@pytest.fixture
+def limited():
+    """A user of the test's own on 127.0.0.1:3306, dropped after; yields (conn as root, DSN, account)."""
+    if not local_server_reachable():
+        pytest.skip("no server on 127.0.0.1:3306")
+    conn = _root()
+    name, password = f"jqdt_{secrets.token_hex(4)}", secrets.token_hex(8)
+    account = f"'{name}'@'127.0.0.1'"
+    _query(conn, f"CREATE USER {account} IDENTIFIED BY '{password}'")
+    try:
+        yield conn, f"mysql://{name}:{password}@127.0.0.1:3306/", account
+    finally:
+        _query(conn, f"DROP USER IF EXISTS {account}")
+        conn.close()
+
+
+def _one_line(done: subprocess.CompletedProcess, code: int, *needles: str) -> None:
+    assert done.returncode == code, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("jobqueue-demo:")]
+    assert len(lines) == 1, done.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_missing_privileges_are_one_line_exit_3(limited):
+    conn, dsn, account = limited
+    # No CREATE USER: told so, and offered the way to run as before.
+    _one_line(cli("run", "skip-locked", "--dsn", dsn), 3, "per-run user", "--allow-shared-user")
+    # No CREATE on databases, for each command that makes a scratch database.
+    for command in (["run", "skip-locked"], ["verify", "skip-locked"], ["export", "skip-locked"],
+                    ["explore", "skip-locked-explore", "--max-schedules", "1"]):
+        _one_line(cli("--allow-shared-user", *command, "--dsn", dsn), 3, "ERROR 1044")
+    # Everything but PROCESS, with the per-run user: a lesson with a wait needs it.
+    _query(conn, f"GRANT CREATE USER ON *.* TO {account}")
+    _query(conn, f"GRANT ALL ON `jqd\\_%`.* TO {account} WITH GRANT OPTION")
+    _one_line(cli("run", "for-update-waits", "--dsn", dsn), 3, "ERROR 1227", "PROCESS")
+    before = {n for (n,) in _query(conn, "SELECT User FROM mysql.user WHERE User LIKE 'jqd\\_%'")}
+    _query(conn, f"GRANT PROCESS ON *.* TO {account}")
+    ok = cli("verify", "for-update-waits", "--dsn", dsn)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    after = {n for (n,) in _query(conn, "SELECT User FROM mysql.user WHERE User LIKE 'jqd\\_%'")}
+    assert not {n for n in after - before if NEW_RUN.match(n)}  # its per-run user was dropped
+
+
+# -- bad values ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--step-timeout", "inf"],
+        ["--step-timeout", "nan"],
+        ["--step-timeout", "1e20"],
+        ["--pace", "nan"],
+        ["--pace", "inf"],
+        ["--dsn", "mysql://ro%00ot@127.0.0.1:3306/test"],
+    ],
+)
+def test_bad_values_are_usage_errors(args):
+    done = cli("run", "skip-locked", *args)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert len([line for line in done.stderr.splitlines() if line.strip()]) <= 6  # click's usage box
+
+
+def test_empty_template_meta_is_one_line_exit_3(tmp_path):
+    from jobqueue_demo.server import CACHE_DIR_NAME, TEMPLATE_META, find_server_binary
+
+    template = tmp_path / CACHE_DIR_NAME / find_server_binary().template_key
+    template.mkdir(parents=True)
+    (template / TEMPLATE_META).write_text("{}")
+    _one_line(cli("run", "skip-locked", env={"XDG_CACHE_HOME": str(tmp_path)}), 3, "template.json", "cleanup --cache")
+    cleaned = cli("cleanup", "--cache", env={"XDG_CACHE_HOME": str(tmp_path)})
+    assert cleaned.returncode == 0 and not template.exists(), cleaned.stdout + cleaned.stderr
+
+
+def test_debug_keeps_the_exit_code():
+    done = cli("--debug", "run", "skip-locked", "--dsn", "mysql://root@127.0.0.1:1/test")
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" in done.stderr
