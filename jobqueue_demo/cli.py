@@ -317,7 +317,11 @@ def lessons() -> None:
 
 @app.command()
 def cleanup(
-    dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
+    dsn: Optional[str] = typer.Option(
+        None, "--dsn", show_default=False,
+        help="Server to sweep: mysql://user:pass@host:port/db. Default: $JOBQUEUE_DEMO_DSN; "
+        "with neither, only this machine's temporary directories.",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be removed; remove nothing."),
     cache: bool = typer.Option(
         False, "--cache", help="Also remove the cached embedded-server templates (rebuilt on next use)."
