@@ -275,10 +275,16 @@ def test_embedded_server_files_stay_in_its_own_directory(tmp_path):
     assert confined.returncode == 0, confined.stderr
     assert _results(confined.stdout)[10]["error"]["errno"] == 1227  # SHUTDOWN
     # Even as root, files outside the server's own directory are out of reach.
-    shared = cli("--allow-shared-user", "run", str(scenario), "--format", "json")
+    files = tmp_path / "files.yaml"
+    files.write_text(
+        "title: files\nsessions:\n  A:\nsteps:\n  - A: SELECT 1 INTO OUTFILE '/tmp/jqd-escape-test';\n"
+        "  - A: SELECT LOAD_FILE('/etc/hostname') AS f;\n  - A: SELECT CURRENT_USER() AS u;\n"
+    )
+    shared = cli("--allow-shared-user", "run", str(files), "--format", "json")
     results = _results(shared.stdout)
-    assert results[9]["error"]["errno"] == 1290, shared.stdout  # --secure-file-priv
-    assert results[-1]["result"]["rows"] == [[None]]
+    assert results[0]["error"]["errno"] == 1290, shared.stdout  # --secure-file-priv
+    assert results[1]["result"]["rows"] == [[None]]
+    assert results[2]["result"]["rows"] == [["root@localhost"]]
     assert not Path("/tmp/jqd-escape-test").exists()
 
 
