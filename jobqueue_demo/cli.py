@@ -143,6 +143,7 @@ def run(
                 report = core.run(loaded, server, step_timeout, on_event)
             except Quit as stop:
                 _say(f"-- {stop}: sessions rolled back, scratch database dropped")
+                _say_notes(stop)
                 return
     if report.mismatches:
         _say(f"-- note: {len(report.mismatches)} expectation(s) not met; 'jobqueue-demo verify' shows them")
@@ -382,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         app(args=argv)
     except SystemExit as e:
+        _say_notes(e)
         return e.code if isinstance(e.code, int) else EXIT_OK
     except DemoError as e:
         if _debug:
@@ -389,8 +391,19 @@ def main(argv: list[str] | None = None) -> int:
 
             traceback.print_exc()
         _say(f"jobqueue-demo: {e}")
+        _say_notes(e)
         return e.exit_code
     return EXIT_OK
+
+
+def _say_notes(exc: BaseException) -> None:
+    """What a clean-up after this error (or Ctrl-C) could not do, as notes on it or its causes."""
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        for note in getattr(exc, "__notes__", ()):
+            _say(f"jobqueue-demo: {note}")
+        exc = exc.__cause__ or exc.__context__
 
 
 def entry() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import sys
 from dataclasses import replace
 
 from . import control
@@ -103,8 +104,8 @@ class ScratchDatabase:
 
     def create_database(self, name: str) -> None:
         """A database this run owns; dropped by close(), or by a later sweep if the run dies."""
-        self._databases.append(name)
         self.execute(f"CREATE DATABASE {quote(name)}")
+        self._databases.append(name)
 
     def recreate(self) -> None:
         self.execute(f"DROP DATABASE {quote(self.name)}")
@@ -125,7 +126,8 @@ class ScratchDatabase:
 
     def close(self, quiet: bool = False) -> None:
         """Drop what was made and disconnect, which frees the named lock for a later sweep
-        whatever failed. `quiet` (already failing) keeps the first error."""
+        whatever failed. `quiet` (already failing): the first error stays the one raised, and
+        what could not be dropped becomes a note on it."""
         if self.conn is None:
             return
         failure: ServerError | None = None
@@ -147,8 +149,15 @@ class ScratchDatabase:
             except Exception:  # the server may already be gone; nothing more to release
                 pass
             self.conn = None
-        if failure is not None and not quiet:
+        if failure is None:
+            return
+        if not quiet:
             raise failure
+        handling = sys.exc_info()[1]
+        if isinstance(handling, GeneratorExit):  # a run closed by its consumer: note the consumer's error
+            handling = handling.__context__
+        if handling is not None:
+            handling.add_note(str(failure))
 
 
 def drop_bounded(conn, name: str) -> None:

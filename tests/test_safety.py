@@ -211,6 +211,22 @@ def test_drop_blocked_by_another_client_is_bounded_and_names_it(server):
         conn.close()
 
 
+@needs_local
+def test_interrupted_run_says_which_connection_keeps_its_database():
+    conn = _root()
+    try:
+        run = HeldRun(env={"JOBQUEUE_DEMO_DSN": LOCAL_DSN})
+        _hold_table(conn, run.database)
+        run.signal(signal.SIGINT)
+        code, err = run.finish()
+        assert code == 130, err
+        assert f"could not drop {run.database} within 3 s" in err and f"connection {conn.thread_id()} (root@" in err
+        _query(conn, "COMMIT")
+        assert f"removed database {run.database}" in cli("cleanup", "--dsn", LOCAL_DSN).stdout
+    finally:
+        conn.close()
+
+
 # -- confinement ------------------------------------------------------------------------
 
 
