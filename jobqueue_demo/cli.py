@@ -345,9 +345,7 @@ def cleanup(
 
     done = core.cleanup(dsn, dry_run, cache)
     for found in done.found:
-        verb = "removed" if found.removed else ("would remove" if dry_run and found.note != "its run is alive" else "kept")
-        note = f" ({found.note})" if found.note else ""
-        print(f"{verb} {found.kind} {found.name}{note}")
+        print(found)
     if not done.found:
         print("nothing left behind")
     if done.problems:
@@ -368,7 +366,8 @@ def _interrupt(signum, frame) -> None:
 
 
 def _cleaning_up(signum, frame) -> None:
-    _say("jobqueue-demo: cleaning up (sessions, scratch database, server); a moment")
+    # os.write, not print: a handler that interrupts a print to stderr must not print itself.
+    os.write(2, b"jobqueue-demo: cleaning up (sessions, scratch database, server); a moment\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,20 +21,31 @@ from pathlib import Path
 from . import control
 from .errors import ServerError
 from .owner import claim_if_dead
-from .scratch import PREFIX, RUN_NAME, SNAPSHOT_SUFFIX, drop_bounded, literal
+from .scratch import DROP_LOCK_WAIT_S, PREFIX, RUN_NAME, SNAPSHOT_SUFFIX, drop_bounded, literal
 
 OLD_NAME = re.compile(rf"^{PREFIX}[0-9a-f]{{10}}({SNAPSHOT_SUFFIX})?$")
 DIR_PATTERNS = ("jobqueue-demo-*", "pymp-*")
 
 
+REMOVED, WOULD_REMOVE, KEPT = "removed", "would remove", "kept"
+GONE, ALIVE = "its run is gone", "its run is alive"
+
+
 @dataclass
 class Found:
-    """One leftover: what it is, and whether it was (or, on a dry run, would be) removed."""
+    """One leftover: what it is, and what was done with it (REMOVED, WOULD_REMOVE or KEPT)."""
 
     kind: str  # database, user, directory, template, old database
     name: str
-    removed: bool
-    note: str = ""
+    action: str
+    reason: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.kind} {self.name}" + (f" ({self.reason})" if self.reason else "")
+
+
+def _done(dry_run: bool) -> str:
+    return WOULD_REMOVE if dry_run else REMOVED
 
 
 @dataclass
@@ -60,9 +71,11 @@ def sweep_server(conn, dry_run: bool = False) -> Sweep:
         if run is not None:
             runs.setdefault(run, []).append(("database", name))
         elif OLD_NAME.match(name):
-            out.found.append(Found("old database", name, False, "older jobqueue-demo, no named lock: not swept"))
+            out.found.append(Found("old database", name, KEPT, "older jobqueue-demo, no named lock: not swept"))
     for user, host in users:
         runs.setdefault(user, []).append(("user", f"{literal(user)}@{literal(host)}"))
+    if runs and not dry_run:
+        control.execute(conn, f"SET SESSION lock_wait_timeout = {DROP_LOCK_WAIT_S}")
     for run, items in sorted(runs.items()):
         _sweep_run(conn, run, items, dry_run, out)
     return out
@@ -82,10 +95,10 @@ def _users(conn) -> list[tuple[str, str]]:
 def _sweep_run(conn, run: str, items: list[tuple[str, str]], dry_run: bool, out: Sweep) -> None:
     if dry_run:
         dead = control.flag(conn, f"SELECT IS_FREE_LOCK({literal(run)})")
-        out.found += [Found(kind, name, False, "its run is gone" if dead else "its run is alive") for kind, name in items]
+        out.found += [Found(kind, name, WOULD_REMOVE, GONE) if dead else Found(kind, name, KEPT, ALIVE) for kind, name in items]
         return
     if not control.flag(conn, f"SELECT GET_LOCK({literal(run)}, 0)"):
-        out.found += [Found(kind, name, False, "its run is alive") for kind, name in items]
+        out.found += [Found(kind, name, KEPT, ALIVE) for kind, name in items]
         return
     try:
         for kind, name in sorted(items, key=lambda item: item[0]):  # databases before the user
@@ -94,7 +107,7 @@ def _sweep_run(conn, run: str, items: list[tuple[str, str]], dry_run: bool, out:
                     drop_bounded(conn, name)
                 else:
                     control.execute(conn, f"DROP USER IF EXISTS {name}")
-                out.found.append(Found(kind, name, True, "its run is gone"))
+                out.found.append(Found(kind, name, REMOVED, GONE))
             except ServerError as e:
                 out.problems.append(str(e))
     finally:
@@ -115,7 +128,7 @@ def sweep_dirs(dry_run: bool = False, folder: Path | None = None) -> Sweep:
             try:
                 if not dry_run:
                     shutil.rmtree(path, ignore_errors=True)
-                out.found.append(Found("directory", str(path), not dry_run, "its run is gone"))
+                out.found.append(Found("directory", str(path), _done(dry_run), GONE))
             finally:
                 handle.close()
     return out
@@ -134,9 +147,9 @@ def sweep_cache(root: Path, dry_run: bool = False) -> Sweep:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                out.found.append(Found("template", str(path), False, "being built: kept"))
+                out.found.append(Found("template", str(path), KEPT, "being built"))
                 continue
             if not dry_run:
                 shutil.rmtree(path, ignore_errors=True)
-            out.found.append(Found("template", str(path), not dry_run))
+            out.found.append(Found("template", str(path), _done(dry_run)))
     return out

@@ -161,7 +161,8 @@ class ScratchDatabase:
 
 
 def drop_bounded(conn, name: str) -> None:
-    """DROP DATABASE with the session's short lock_wait_timeout; a timeout names who holds it."""
+    """DROP DATABASE on a connection whose session lock_wait_timeout is DROP_LOCK_WAIT_S; a
+    timeout names who holds it."""
     import MySQLdb
 
     sql = f"DROP DATABASE IF EXISTS {quote(name)}"
