@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import control
-from .errors import ServerError
 from .owner import claim_if_dead
 from .scratch import DROP_LOCK_WAIT_S, PREFIX, RUN_NAME, SNAPSHOT_SUFFIX, drop_bounded, literal
 
@@ -108,7 +107,7 @@ def _sweep_run(conn, run: str, items: list[tuple[str, str]], dry_run: bool, out:
                 else:
                     control.execute(conn, f"DROP USER IF EXISTS {name}")
                 out.found.append(Found(kind, name, REMOVED, GONE))
-            except ServerError as e:
+            except control.ControlError as e:
                 out.problems.append(str(e))
     finally:
         control.execute(conn, f"SELECT RELEASE_LOCK({literal(run)})")

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from . import control
 from .errors import ServerError
-from .mysql_errors import ER_LOCK_WAIT_TIMEOUT
+from .mysql_errors import ER_LOCK_WAIT_TIMEOUT, LOST_CONNECTION
 from .server import ConnectParams, ServerInfo
 
 PREFIX = "jqd_"
@@ -124,25 +124,29 @@ class ScratchDatabase:
         if name in self._databases:
             self._databases.remove(name)
 
+    def _drop_all(self) -> control.ControlError | None:
+        """Drop every database made, then the user; the first failure, if any."""
+        failure = None
+        drops = [lambda name=name: self.drop(name) for name in reversed(self._databases)]
+        if self._user is not None:
+            drops.append(lambda: self.execute(f"DROP USER IF EXISTS {self._user}"))
+        for drop in drops:
+            try:
+                drop()
+            except control.ControlError as e:
+                failure = failure or e
+                if e.errno in LOST_CONNECTION:
+                    break
+        return failure
+
     def close(self, quiet: bool = False) -> None:
         """Drop what was made and disconnect, which frees the named lock for a later sweep
         whatever failed. `quiet` (already failing): the first error stays the one raised, and
         what could not be dropped becomes a note on it."""
         if self.conn is None:
             return
-        failure: ServerError | None = None
         try:
-            for name in reversed(list(self._databases)):
-                try:
-                    self.drop(name)
-                except ServerError as e:
-                    failure = failure or e
-            if self._user is not None:
-                try:
-                    self.execute(f"DROP USER IF EXISTS {self._user}")
-                    self._user = None
-                except ServerError as e:
-                    failure = failure or e
+            failure = self._drop_all()
         finally:
             try:
                 self.conn.close()
@@ -153,6 +157,8 @@ class ScratchDatabase:
             return
         if not quiet:
             raise failure
+        if failure.errno in LOST_CONNECTION:
+            return  # the error already raised says the server is gone
         handling = sys.exc_info()[1]
         if isinstance(handling, GeneratorExit):  # a run closed by its consumer: note the consumer's error
             handling = handling.__context__
@@ -172,9 +178,10 @@ def drop_bounded(conn, name: str) -> None:
     except MySQLdb.Error as exc:
         if control.errno_of(exc) != ER_LOCK_WAIT_TIMEOUT:
             raise control.control_error(exc, sql) from None
-        raise ServerError(
+        raise control.ControlError(
             f"could not drop {name} within {DROP_LOCK_WAIT_S} s: {holders(conn, name)}; "
-            "the next run on this server (or 'jobqueue-demo cleanup') drops it"
+            "the next run on this server (or 'jobqueue-demo cleanup') drops it",
+            ER_LOCK_WAIT_TIMEOUT,
         ) from None
 
 
