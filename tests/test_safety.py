@@ -202,9 +202,9 @@ def test_drop_blocked_by_another_client_is_bounded_and_names_it(server):
         named = "held by" if server.embedded else "connections with an open transaction:"
         assert re.search(rf"{named} .*connection {me} \(root@", lines[0]), lines[0]
         assert took < 15
-        # A sweep meanwhile is bounded the same way.
-        blocked = cli("cleanup", "--dsn", dsn)
-        assert blocked.returncode == 3 and f"could not drop {run.database} within 3 s" in blocked.stderr
+        if not server.embedded:  # a sweep meanwhile is bounded the same way (once is enough: 3 s)
+            blocked = cli("cleanup", "--dsn", dsn)
+            assert blocked.returncode == 3 and f"could not drop {run.database} within 3 s" in blocked.stderr
         _query(conn, "COMMIT")
         # Its lock is free: cleanup drops it now.
         swept = cli("cleanup", "--dsn", dsn)
