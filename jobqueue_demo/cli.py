@@ -15,7 +15,7 @@ from typing import List, Optional
 
 import typer
 
-from .errors import EXIT_MISMATCH, EXIT_OK, DemoError
+from .errors import EXIT_INTERRUPTED, EXIT_MISMATCH, EXIT_OK, DemoError
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 expectations not met or the schedule got stuck; "
@@ -185,11 +185,12 @@ def export(
     """
     from . import app as core
     from .errors import ExpectationsNotMet
+    from .safe_write import check_writable, write_file
 
     if fmt is None:
         fmt = PageFormat.md if output.lower().endswith((".md", ".markdown")) else PageFormat.html
     if output != "-":
-        core.check_writable(output)
+        check_writable(output)
     loaded = core.load(scenario)
     with core.server(dsn) as server:
         _say(f"-- {loaded.title}: on {server.label} ({server.where})")
@@ -202,7 +203,7 @@ def export(
     if output == "-":
         sys.stdout.write(page)
         return
-    core.write_file(output, page)
+    write_file(output, page)
     _say(f"-- wrote {output} ({fmt.value})")
 
 
@@ -295,7 +296,19 @@ from . import cli_workers  # noqa: E402,F401  registers workers and bench
 
 
 def _interrupt(signum, frame) -> None:
+    from .bounded import note_interrupt
+
+    # Bounds the clean-up's waits, so a server that no longer answers cannot hold it.
+    note_interrupt()
     raise KeyboardInterrupt
+
+
+def _was_interrupted() -> bool:
+    if "jobqueue_demo.bounded" not in sys.modules:
+        return False
+    from .bounded import interrupted
+
+    return interrupted()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -306,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     # `kill <pid>` gets the same clean-up as Ctrl-C: sessions rolled back, scratch database
     # dropped, embedded server stopped.
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         app(args=argv)
     except SystemExit as e:
@@ -314,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         if _debug:
             raise
         _say(f"jobqueue-demo: {e}")
-        return e.exit_code
+        # A clean-up cut short by Ctrl-C (the server no longer answering) still ends as interrupted.
+        return EXIT_INTERRUPTED if _was_interrupted() else e.exit_code
     return EXIT_OK
 
 

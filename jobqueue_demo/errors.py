@@ -6,7 +6,8 @@ EXIT_OK = 0
 EXIT_MISMATCH = 1
 EXIT_USAGE = 2
 EXIT_SERVER = 3
-# 130 (interrupted) is typer's answer to KeyboardInterrupt, which SIGTERM is mapped to.
+# Typer's answer to KeyboardInterrupt, which SIGTERM is mapped to.
+EXIT_INTERRUPTED = 130
 
 
 class DemoError(Exception):
@@ -35,6 +36,12 @@ class ScenarioError(DemoError):
             if column is not None:
                 where += f":{column}"
         super().__init__(f"{where}: {message}")
+
+
+class RecordError(DemoError):
+    """`record` would have written a file that does not load or does not hold; nothing was written."""
+
+    exit_code = EXIT_USAGE
 
 
 class ServerError(DemoError):

@@ -98,7 +98,7 @@ class Driver:
     # -- lifecycle -------------------------------------------------------------
 
     def open(self) -> None:
-        self.control = self.server.params.connect(multi_statements=True)
+        self.control = self.server.params.connect(multi_statements=True, answer_timeout=self.options.step_timeout)
         self.monitor = WaitMonitor(self.control, self.server.flavor)
         self._control(f"CREATE DATABASE `{self.database}`")
         self._created = True
@@ -163,7 +163,7 @@ class Driver:
             raise ScenarioError(self.scenario.path, f"setup failed: ERROR {e.args[0]}: {e.args[-1]}") from None
 
     def _connect(self, spec: SessionSpec) -> Session:
-        conn = self.server.params.connect(database=self.database)
+        conn = self.server.params.connect(database=self.database, answer_timeout=self.options.step_timeout)
         self._apply_settings(conn, spec)
         return Session(spec.name, conn, conn.thread_id())
 
@@ -331,7 +331,7 @@ class Driver:
         index, step, sql = self._inflight.pop(session.name)
         was_waiting = session.waiting
         waited_ms = (time.perf_counter() - session.sent_at) * 1000.0 if was_waiting else None
-        result = session.read()
+        result = session.read(self.options.step_timeout)
         if step.capture and result.rows:
             self.captures[session.name][step.capture] = result.rows[0][0]
         elif step.capture and result.error is None:

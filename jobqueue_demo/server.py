@@ -11,6 +11,7 @@ import atexit
 import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -36,6 +37,13 @@ DSN_FORM = "mysql://user:password@host:port/database"
 DEFAULT_PORT = 3306
 DEFAULT_USER = "root"
 CONNECT_TIMEOUT_S = 5
+# How long any one answer may take on a connection that names no bound of its own; the
+# runner gives its connections the step timeout instead.
+ANSWER_TIMEOUT_S = 60.0
+MAX_SOCKET_TIMEOUT_S = 86400
+# A --step or --pace pause may be long, and a server's global wait_timeout short: the
+# server default (8 hours) for every connection, so an idle control connection is kept.
+SESSION_WAIT_TIMEOUT_S = 28800
 
 SERVER_NAMES = ("mariadbd", "mysqld")
 INSTALL_DB_NAMES = ("mariadb-install-db", "mysql_install_db")
@@ -77,9 +85,19 @@ class ConnectParams:
             text += f"?unix_socket={self.unix_socket}"
         return text
 
-    def connect(self, database: str | None | EllipsisType = ..., multi_statements: bool = False) -> Connection:
-        """An open MySQLdb connection; `database` overrides the DSN's (None: no default database)."""
+    def connect(
+        self,
+        database: str | None | EllipsisType = ...,
+        multi_statements: bool = False,
+        answer_timeout: float = ANSWER_TIMEOUT_S,
+    ) -> Connection:
+        """An open MySQLdb connection; `database` overrides the DSN's (None: no default database).
+
+        No call on it waits longer than `answer_timeout` seconds for the server (see bounded.py).
+        """
         import MySQLdb
+
+        from .bounded import BoundedConnection
 
         target = self if database is ... else replace(self, database=database)
         options = {
@@ -93,6 +111,10 @@ class ConnectParams:
             "conv": {},
             "charset": "utf8mb4",
             "connect_timeout": CONNECT_TIMEOUT_S,
+            # Whole seconds, at least one: they bound the reads after an answer has begun.
+            "read_timeout": _whole_seconds(answer_timeout),
+            "write_timeout": _whole_seconds(answer_timeout),
+            "init_command": f"SET SESSION wait_timeout = {SESSION_WAIT_TIMEOUT_S}",
             # mysqlclient turns multi-statements on unless told otherwise.
             "multi_statements": multi_statements,
         }
@@ -101,9 +123,18 @@ class ConnectParams:
         if target.unix_socket is not None:
             options["unix_socket"] = target.unix_socket
         try:
-            return MySQLdb.connect(**options)
+            conn = BoundedConnection(**options)
         except MySQLdb.Error as exc:
             raise ServerError(f"cannot connect to {target.display()}: {_error_text(exc)}") from exc
+        conn.answer_timeout = answer_timeout
+        return conn
+
+
+def _whole_seconds(seconds: float) -> int:
+    """A socket timeout for libmariadb: whole seconds, at least one, nan and inf capped."""
+    if not seconds < MAX_SOCKET_TIMEOUT_S:
+        return MAX_SOCKET_TIMEOUT_S
+    return max(1, math.ceil(seconds))
 
 
 def _error_text(exc: Exception) -> str:

@@ -77,7 +77,7 @@ def _compare(expect: Expectation, outcome: Outcome) -> tuple[str, str] | None:
         return (describe_expectation(expect), describe_result(result))
     if expect.columns is not None and tuple(expect.columns) != result.columns:
         return (f"columns {_flow(expect.columns)}", f"columns {_flow(result.columns)}")
-    if expect.rows is not None and tuple(expect.rows) != result.rows:
+    if expect.rows is not None and (tuple(expect.rows) != result.rows or result.omitted):
         return (describe_expectation(expect), describe_result(result))
     if expect.affected is not None and expect.affected != result.affected:
         return (describe_expectation(expect), describe_result(result))
@@ -112,7 +112,8 @@ def describe_result(result: Result) -> str:
         name = mysql_errors.name_of(result.error.errno)
         return f"error {result.error.errno}" + (f" ({name})" if name else "") + f": {result.error.message}"
     if result.is_rows:
-        return f"columns {_flow(result.columns)}, {_rows(result.rows)}"
+        more = f" and {result.omitted} more not kept" if result.omitted else ""
+        return f"columns {_flow(result.columns)}, {_rows(result.rows)}{more}"
     return f"Query OK, {result.affected} row(s) affected"
 
 

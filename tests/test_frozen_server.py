@@ -1,0 +1,69 @@
+"""A server that stops answering (SIGSTOP) cannot hold the CLI: exit 3 after the step
+timeout, exit 130 soon after Ctrl-C or SIGTERM. Only a private server is ever frozen."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+
+STEP_TIMEOUT_S = 3
+
+
+@pytest.fixture
+def private_server():
+    from jobqueue_demo.server import EmbeddedServer
+
+    server = EmbeddedServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        os.kill(server._process.pid, signal.SIGCONT)
+        server.stop()
+
+
+def start_frozen_run(server) -> subprocess.Popen:
+    """A run whose statement is in flight when its server is frozen."""
+    env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"}
+    dsn = f"mysql://root@localhost/?unix_socket={server.params.unix_socket}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobqueue_demo", "run", "tests/data/long-statement.yaml", "--dsn", dsn,
+         "--step-timeout", str(STEP_TIMEOUT_S), "--format", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**env, "PYTHONUNBUFFERED": "1"}, cwd=ROOT,
+    )
+    while '"run_started"' not in proc.stdout.readline():
+        assert proc.poll() is None, proc.stderr.read()
+    time.sleep(0.3)  # the statement is sent and the driver is watching for waits
+    os.kill(server._process.pid, signal.SIGSTOP)
+    return proc
+
+
+def test_frozen_server_ends_the_run_with_exit_3_after_the_step_timeout(private_server):
+    proc = start_frozen_run(private_server)
+    frozen = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    took = time.monotonic() - frozen
+    assert proc.returncode == 3, err
+    assert "Traceback" not in err
+    # One step timeout for the stalled query; the clean-up after it must not wait again.
+    assert took < STEP_TIMEOUT_S + 2, took
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupt_while_the_server_is_frozen_exits_130_at_once(private_server, signum):
+    proc = start_frozen_run(private_server)
+    time.sleep(0.5)
+    proc.send_signal(signum)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    took = time.monotonic() - sent
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert took < 1.0, took
