@@ -11,6 +11,7 @@ import atexit
 import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -169,6 +170,9 @@ def parse_dsn(dsn: str) -> ConnectParams:
     if port == 0:
         raise UsageError("the DSN's port must be from 1 to 65535")
     unix_socket = _dsn_unix_socket(parts.query)
+    # The client library would silently take TCP to the host and ignore the socket.
+    if unix_socket and (parts.hostname not in (None, "localhost") or port is not None):
+        raise UsageError("the DSN names a TCP host or port and ?unix_socket=: use one, e.g. mysql://user@localhost/db?unix_socket=/path")
     host = parts.hostname or ("localhost" if unix_socket else None)
     if host is None:
         raise UsageError(f"the DSN names no host: expected {DSN_FORM} or ...?unix_socket=/path")
@@ -300,6 +304,23 @@ class Template:
     datadir: Path
     log_file_size: str
     plugin_dir: str | None
+    # Of the template's folder: tells a rebuilt template from the one that failed.
+    inode: int = 0
+
+
+class UnusableTemplate(ServerError):
+    """The cached template could not be read, or a server did not start from it."""
+
+    def __init__(self, message: str, inode: int | None):
+        super().__init__(message)
+        self.inode = inode
+
+
+class StartFailed(ServerError):
+    """The server process exited, or did not answer, while starting."""
+
+
+_log = logging.getLogger(__name__)
 
 
 def find_server_binary() -> ServerBinary:
@@ -331,15 +352,35 @@ def _inspect_binary(path: Path) -> ServerBinary:
 
 
 def _run(command: list[str], what: str, timeout: float = 30) -> str:
+    # A process group of its own, killed whole on any exit from here (Ctrl-C, SIGTERM, a
+    # timeout): mariadb-install-db is a script whose bootstrap server would outlive it.
     try:
-        done = subprocess.run(
-            command, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace", timeout=timeout
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except OSError as exc:
         raise ServerError(f"{what} failed: {exc}") from exc
-    if done.returncode != 0:
-        raise ServerError(f"{what} failed (exit {done.returncode}): {_summary(done.stdout + done.stderr)}")
-    return done.stdout
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise ServerError(f"{what} failed: {exc}") from exc
+    finally:
+        _kill_group(process)
+    if process.returncode != 0:
+        raise ServerError(f"{what} failed (exit {process.returncode}): {_summary(stdout + stderr)}")
+    return stdout
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 _LOG_PREFIX = re.compile(r"^.*?(?=\[(?:ERROR|Warning|Note|System)\])")
@@ -377,6 +418,36 @@ def ensure_template(binary: ServerBinary) -> Template:
         except OSError as exc:
             raise ServerError(f"cannot make the server template in {root}: {exc}") from exc
     return _load_template(final)
+
+
+def rebuild_template(binary: ServerBinary, broken: int | None) -> Template:
+    """Replace the cached template whose folder had inode `broken` by a fresh one; if
+    another process has already replaced it, use theirs."""
+    root = cache_root()
+    final = root / binary.template_key
+    try:
+        with _locked(root / f"{binary.template_key}.lock"):
+            if _inode(final) in (broken, None):
+                _discard(final)
+                _build_template(binary, root, final)
+    except OSError as exc:
+        raise ServerError(f"cannot rebuild the server template in {root}: {exc}") from exc
+    return _load_template(final)
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except FileNotFoundError:
+        return None
+
+
+def _discard(final: Path) -> None:
+    # Renamed first: a process starting now finds no template rather than half of one.
+    if final.exists():
+        aside = Path(tempfile.mkdtemp(prefix=f"{final.name}.broken-", dir=final.parent))
+        os.rename(final, aside / "template")
+        shutil.rmtree(aside)
 
 
 @contextlib.contextmanager
@@ -460,11 +531,17 @@ def _plugin_dir(binary: ServerBinary) -> str | None:
 
 
 def _load_template(final: Path) -> Template:
+    inode = _inode(final)
     try:
         meta = json.loads((final / TEMPLATE_META).read_text())
-    except (OSError, ValueError) as exc:
-        raise ServerError(f"broken server template {final}: {exc}; delete it to rebuild") from exc
-    return Template(datadir=final / "datadir", log_file_size=meta["log_file_size"], plugin_dir=meta["plugin_dir"])
+        return Template(
+            datadir=final / "datadir",
+            log_file_size=str(meta["log_file_size"]),
+            plugin_dir=meta["plugin_dir"],
+            inode=inode or 0,
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UnusableTemplate(f"the server template {final} is broken ({exc!r})", inode) from exc
 
 
 def _user_option() -> list[str]:
@@ -481,6 +558,9 @@ def _server_command(binary: ServerBinary, template: Template, workdir: Path) -> 
         "--skip-networking",
         f"--pid-file={workdir / 'mysqld.pid'}",
         f"--log-error={workdir / ERROR_LOG_NAME}",
+        # Not $TMPDIR, which may be missing or read-only (tempfile then chose another place
+        # for the work dir); the run's own, removed with it.
+        f"--tmpdir={workdir / 'tmp'}",
         f"--innodb-buffer-pool-size={BUFFER_POOL_SIZE}",
     ]
     if binary.flavor == "MariaDB":
@@ -539,7 +619,7 @@ def _wait_until_ready(process: subprocess.Popen, params: ConnectParams, log_path
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         if process.poll() is not None:
-            raise ServerError(
+            raise StartFailed(
                 f"the embedded server exited with code {process.returncode} while starting: "
                 f"{_summary(_read_log(log_path))}"
             )
@@ -548,7 +628,7 @@ def _wait_until_ready(process: subprocess.Popen, params: ConnectParams, log_path
             return
         except ServerError:
             if time.monotonic() > deadline:
-                raise ServerError(
+                raise StartFailed(
                     f"the embedded server did not accept connections within {START_TIMEOUT_S:.0f} s: "
                     f"{_summary(_read_log(log_path))}"
                 ) from None
@@ -606,11 +686,23 @@ class EmbeddedServer:
     def start(self) -> None:
         if self.workdir is not None:
             raise ServerError("the embedded server is already running")
-        self.binary = find_server_binary()
-        template = ensure_template(self.binary)
+        binary = self.binary = find_server_binary()
+        try:
+            self._start_from(lambda: ensure_template(binary))
+        except UnusableTemplate as exc:
+            # A damaged cache (a truncated or overwritten file, files removed) would fail
+            # every later run the same way; a fresh template is a few seconds.
+            _log.warning("jobqueue-demo: %s; rebuilding the cached server template once", exc)
+            self._start_from(lambda: rebuild_template(binary, exc.inode))
+
+    def _start_from(self, get_template: Callable[[], Template]) -> None:
+        template = get_template()
         _running.add(self)
         try:
             self._boot(self.binary, template)
+        except StartFailed as exc:
+            self.stop()
+            raise UnusableTemplate(str(exc), template.inode) from exc
         except OSError as exc:
             self.stop()
             raise ServerError(f"cannot start the embedded server: {exc}") from exc
@@ -624,6 +716,7 @@ class EmbeddedServer:
         if len(os.fsencode(socket_path)) > MAX_SOCKET_PATH:
             raise ServerError(f"temp dir path too long for a unix socket: {socket_path}; set a shorter TMPDIR")
         shutil.copytree(template.datadir, self.workdir / "data")
+        (self.workdir / "tmp").mkdir()
         log_path = self.workdir / ERROR_LOG_NAME
         self._process = _launch(_server_command(binary, template, self.workdir), log_path)
         _wait_until_ready(self._process, self.params, log_path)

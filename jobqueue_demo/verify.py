@@ -112,8 +112,10 @@ def describe_result(result: Result) -> str:
         name = mysql_errors.name_of(result.error.errno)
         return f"error {result.error.errno}" + (f" ({name})" if name else "") + f": {result.error.message}"
     if result.is_rows:
-        more = f" and {result.omitted} more not kept" if result.omitted else ""
-        return f"columns {_flow(result.columns)}, {_rows(result.rows)}{more}"
+        if result.omitted:
+            total = len(result.rows) + result.omitted
+            return f"columns {_flow(result.columns)}, {total} rows (too many to keep and compare)"
+        return f"columns {_flow(result.columns)}, {_rows(result.rows)}"
     return f"Query OK, {result.affected} row(s) affected"
 
 
