@@ -19,17 +19,19 @@ from MySQLdb.connections import Connection
 
 from .mysql_errors import CR_SERVER_LOST
 
-# After Ctrl-C or SIGTERM, the clean-up (rollbacks, dropping the scratch database) gets this
-# long in all; a server that answers needs some 30-80 ms of it.
-INTERRUPT_BUDGET_S = 0.6
+# After Ctrl-C or SIGTERM each answer the clean-up waits for (a rollback, dropping the
+# scratch database) gets this long; a server that answers needs a few ms. The first answer
+# that does not come ends all waiting: the server is taken to be gone.
+INTERRUPT_GRACE_S = 0.4
 # How often a wait looks at the clock; the select itself wakes on a signal at once.
 SLICE_S = 0.25
 
 _interrupted_at: float | None = None
+_gave_up = False
 
 
 def note_interrupt() -> None:
-    """Called from the CLI's signal handler: from now on waits end within the budget."""
+    """Called from the CLI's signal handler: from now on waits are short."""
     global _interrupted_at
     if _interrupted_at is None:
         _interrupted_at = time.monotonic()
@@ -39,9 +41,11 @@ def interrupted() -> bool:
     return _interrupted_at is not None
 
 
-def _time_left(deadline: float) -> float:
+def _time_left(started: float, deadline: float) -> float:
     if _interrupted_at is not None:
-        deadline = min(deadline, _interrupted_at + INTERRUPT_BUDGET_S)
+        if _gave_up:
+            return 0.0
+        deadline = min(deadline, max(started, _interrupted_at) + INTERRUPT_GRACE_S)
     return deadline - time.monotonic()
 
 
@@ -49,9 +53,14 @@ class BoundedConnection(Connection):
     """A MySQLdb connection whose query() waits at most `answer_timeout` seconds for an answer."""
 
     answer_timeout: float = 60.0
+    # Why the connection was dropped; every later query fails with it, naming the cause.
+    dropped: str | None = None
 
     def query(self, query) -> None:
-        self.send_query(bytes(query))
+        if self.dropped is not None:
+            raise OperationalError(CR_SERVER_LOST, self.dropped)
+        # As MySQLdb's own query(): the GIL is released while sending, so no mutable buffer.
+        self.send_query(bytes(query) if isinstance(query, bytearray) else query)
         try:
             answered = wait_readable(self, time.monotonic() + self.answer_timeout)
         except KeyboardInterrupt:
@@ -59,17 +68,15 @@ class BoundedConnection(Connection):
             self._resync_or_drop()
             raise
         if not answered:
-            self.drop()
-            raise OperationalError(
-                CR_SERVER_LOST, f"the server did not answer within {self.answer_timeout:g} s"
-            )
+            self.drop(f"the server did not answer within {self.answer_timeout:g} s")
+            raise OperationalError(CR_SERVER_LOST, self.dropped)
         self.read_query_result()
 
     def _resync_or_drop(self) -> None:
         """Read and discard the answer in flight if it comes within the budget, so the
         connection can still run the clean-up; otherwise make it fail fast from now on."""
-        if not wait_readable(self, time.monotonic() + INTERRUPT_BUDGET_S):
-            self.drop()
+        if not wait_readable(self, time.monotonic() + INTERRUPT_GRACE_S):
+            self.drop("the server did not answer after the interrupt")
             return
         try:
             self.read_query_result()
@@ -77,20 +84,24 @@ class BoundedConnection(Connection):
                 self.store_result()
                 if self.next_result() != 0:
                     break
-        except OperationalError:
-            self.drop()
+        except OperationalError as e:
+            self.drop(str(e.args[-1]))
 
-    def drop(self) -> None:
+    def drop(self, reason: str) -> None:
         """Shut the socket down: the server sees the client gone, and every later call on
         this connection fails at once instead of waiting."""
+        self.dropped = reason
         shutdown_socket(self)
 
 
 def wait_readable(conn, deadline: float) -> bool:
-    """True when `conn` has something to read before `deadline` (or the interrupt budget)."""
+    """True when `conn` has something to read before `deadline` (or the interrupt grace)."""
+    global _gave_up
+    started = time.monotonic()
     while True:
-        left = _time_left(deadline)
+        left = _time_left(started, deadline)
         if left <= 0:
+            _gave_up = _interrupted_at is not None
             return False
         ready, _, _ = select.select([conn], [], [], min(left, SLICE_S))
         if ready:

@@ -51,9 +51,12 @@ def test_frozen_server_ends_the_run_with_exit_3_after_the_step_timeout(private_s
     _, err = proc.communicate(timeout=30)
     took = time.monotonic() - frozen
     assert proc.returncode == 3, err
+    assert err.splitlines()[-1].endswith("the server did not answer within 3 s")
     assert "Traceback" not in err
-    # One step timeout for the stalled query; the clean-up after it must not wait again.
-    assert took < STEP_TIMEOUT_S + 2, took
+    # Before, it still hung 40 s later. One step timeout for the stalled query (3.0-3.2 s
+    # measured); the clean-up after it must not wait a second time. A loose bound: a busy
+    # machine must not fail this, a hang must.
+    assert took < 2 * STEP_TIMEOUT_S, took
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -66,4 +69,5 @@ def test_interrupt_while_the_server_is_frozen_exits_130_at_once(private_server, 
     took = time.monotonic() - sent
     assert proc.returncode == 130, err
     assert "Traceback" not in err
-    assert took < 1.0, took
+    # 0.5-0.9 s measured (the clean-up's grace for an answer is 0.4 s); loose, as above.
+    assert took < 2.0, took
