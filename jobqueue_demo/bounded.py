@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import select
 import socket
+import threading
 import time
 
 from MySQLdb import OperationalError
@@ -92,6 +93,26 @@ class BoundedConnection(Connection):
         this connection fails at once instead of waiting."""
         self.dropped = reason
         shutdown_socket(self)
+
+
+def open_connection(options: dict) -> BoundedConnection:
+    """Connect from a helper thread: libmariadb's connect would hold Ctrl-C back for up to
+    its connect_timeout, while waiting for a thread is interrupted at once."""
+    outcome: dict = {}
+
+    def attempt() -> None:
+        try:
+            outcome["conn"] = BoundedConnection(**options)
+        except BaseException as e:  # handed to the caller's thread, which raises it
+            outcome["error"] = e
+
+    # A daemon: after Ctrl-C nobody waits for a connect that will only time out.
+    helper = threading.Thread(target=attempt, name="connect", daemon=True)
+    helper.start()
+    helper.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["conn"]
 
 
 def wait_readable(conn, deadline: float) -> bool:

@@ -98,7 +98,7 @@ class ConnectParams:
         """
         import MySQLdb
 
-        from .bounded import BoundedConnection
+        from .bounded import open_connection
 
         target = self if database is ... else replace(self, database=database)
         options = {
@@ -124,7 +124,7 @@ class ConnectParams:
         if target.unix_socket is not None:
             options["unix_socket"] = target.unix_socket
         try:
-            conn = BoundedConnection(**options)
+            conn = open_connection(options)
         except MySQLdb.Error as exc:
             raise ServerError(f"cannot connect to {target.display()}: {_error_text(exc)}") from exc
         conn.answer_timeout = answer_timeout

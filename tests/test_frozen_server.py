@@ -71,3 +71,21 @@ def test_interrupt_while_the_server_is_frozen_exits_130_at_once(private_server, 
     assert "Traceback" not in err
     # 0.5-0.9 s measured (the clean-up's grace for an answer is 0.4 s); loose, as above.
     assert took < 2.0, took
+
+
+def test_ctrl_c_while_connecting_to_a_frozen_server_exits_130_at_once(private_server):
+    os.kill(private_server._process.pid, signal.SIGSTOP)
+    env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"}
+    dsn = f"mysql://root@localhost/?unix_socket={private_server.params.unix_socket}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobqueue_demo", "run", "nowait", "--dsn", dsn],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+    )
+    time.sleep(1.5)  # started, and inside the 5 s connect timeout
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    # 0.03 s measured; before, Ctrl-C waited for the connect timeout. Loose bound, as above.
+    assert time.monotonic() - sent < 2.0
