@@ -38,10 +38,6 @@ def note_interrupt() -> None:
         _interrupted_at = time.monotonic()
 
 
-def interrupted() -> bool:
-    return _interrupted_at is not None
-
-
 def _time_left(started: float, deadline: float) -> float:
     if _interrupted_at is not None:
         if _gave_up:

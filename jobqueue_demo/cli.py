@@ -295,20 +295,17 @@ from . import cli_explore  # noqa: E402,F401  registers explore
 from . import cli_workers  # noqa: E402,F401  registers workers and bench
 
 
+_interrupted = False
+
+
 def _interrupt(signum, frame) -> None:
     from .bounded import note_interrupt
 
+    global _interrupted
+    _interrupted = True
     # Bounds the clean-up's waits, so a server that no longer answers cannot hold it.
     note_interrupt()
     raise KeyboardInterrupt
-
-
-def _was_interrupted() -> bool:
-    if "jobqueue_demo.bounded" not in sys.modules:
-        return False
-    from .bounded import interrupted
-
-    return interrupted()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -329,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         _say(f"jobqueue-demo: {e}")
         # A clean-up cut short by Ctrl-C (the server no longer answering) still ends as interrupted.
-        return EXIT_INTERRUPTED if _was_interrupted() else e.exit_code
+        return EXIT_INTERRUPTED if _interrupted else e.exit_code
     return EXIT_OK
 
 

@@ -56,6 +56,22 @@ class StuckError(DemoError):
     exit_code = EXIT_MISMATCH
 
 
+class FetchTimeout(StuckError):
+    """A result still arriving when the step timeout ran out; its connection is dropped."""
+
+
+class UnusableTemplate(ServerError):
+    """The cached template could not be read, or a server did not start from it."""
+
+    def __init__(self, message: str, inode: int | None):
+        super().__init__(message)
+        self.inode = inode
+
+
+class StartFailed(ServerError):
+    """The embedded server process exited, or did not answer, while starting."""
+
+
 class MismatchError(DemoError):
     exit_code = EXIT_MISMATCH
 

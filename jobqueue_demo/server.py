@@ -27,7 +27,7 @@ from types import EllipsisType
 from typing import TYPE_CHECKING, Callable, Iterator
 from urllib.parse import unquote, urlsplit
 
-from jobqueue_demo.errors import ServerError, UsageError
+from jobqueue_demo.errors import ServerError, StartFailed, UnusableTemplate, UsageError
 
 if TYPE_CHECKING:
     from MySQLdb.connections import Connection
@@ -306,18 +306,6 @@ class Template:
     plugin_dir: str | None
     # Of the template's folder: tells a rebuilt template from the one that failed.
     inode: int = 0
-
-
-class UnusableTemplate(ServerError):
-    """The cached template could not be read, or a server did not start from it."""
-
-    def __init__(self, message: str, inode: int | None):
-        super().__init__(message)
-        self.inode = inode
-
-
-class StartFailed(ServerError):
-    """The server process exited, or did not answer, while starting."""
 
 
 _log = logging.getLogger(__name__)

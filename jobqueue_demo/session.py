@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import mysql_errors
-from .errors import StuckError
+from .errors import FetchTimeout
 from .result import Result, SqlError
 
 NUM_FLAG = 32768
@@ -19,10 +19,6 @@ NUM_FLAG = 32768
 # rest are read from the server (so the connection stays usable) and counted, not kept.
 MAX_ROWS_KEPT = 1000
 FETCH_CHUNK = 1000
-
-
-class FetchTimeout(StuckError):
-    """A result still arriving when the step timeout ran out; its connection is dropped."""
 
 
 def result_from_connection(conn, started: float, fetch_timeout: float = float("inf")) -> Result:
