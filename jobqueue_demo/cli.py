@@ -35,7 +35,10 @@ DSN_HELP = (
     "Server to use: mysql://user:pass@host:port/db (or ?unix_socket=/path). "
     "Default: $JOBQUEUE_DEMO_DSN, else a private throwaway server started for this run."
 )
-STEP_TIMEOUT_HELP = "Longest wait for any one statement or fault, in seconds."
+STEP_TIMEOUT_HELP = (
+    "Longest wait for any one statement, fault or result, in seconds; also how long a server "
+    "that stops answering is waited for (exit 3)."
+)
 _debug = False
 
 
