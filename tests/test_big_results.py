@@ -78,3 +78,9 @@ def test_the_limit_is_exact(tmp_path, embedded, rows, footer):
     done = cli("run", scenario(tmp_path, text), env=dsn_env(embedded))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == footer
+
+
+def test_the_columns_layout_says_how_many_were_left_out(tmp_path, embedded):
+    done = cli("run", scenario(tmp_path, MILLION), "--layout", "columns", env=dsn_env(embedded))
+    assert done.returncode == 0, done.stderr
+    assert "(1000000 rows, 999000 not shown)" in done.stdout.splitlines()
