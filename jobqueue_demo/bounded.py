@@ -32,7 +32,11 @@ _gave_up = False
 
 
 def note_interrupt() -> None:
-    """Called from the CLI's signal handler: from now on waits are short."""
+    """Called from the CLI's signal handler: from now on, in this process, waits are short.
+
+    Process-wide on purpose: the CLI is about to exit. A library caller that catches
+    KeyboardInterrupt and goes on never calls this.
+    """
     global _interrupted_at
     if _interrupted_at is None:
         _interrupted_at = time.monotonic()
@@ -61,7 +65,6 @@ class BoundedConnection(Connection):
         try:
             answered = wait_readable(self, time.monotonic() + self.answer_timeout)
         except KeyboardInterrupt:
-            note_interrupt()
             self._resync_or_drop()
             raise
         if not answered:

@@ -172,7 +172,10 @@ def parse_dsn(dsn: str) -> ConnectParams:
     unix_socket = _dsn_unix_socket(parts.query)
     # The client library would silently take TCP to the host and ignore the socket.
     if unix_socket and (parts.hostname not in (None, "localhost") or port is not None):
-        raise UsageError("the DSN names a TCP host or port and ?unix_socket=: use one, e.g. mysql://user@localhost/db?unix_socket=/path")
+        raise UsageError(
+            "the DSN names a TCP host or port and ?unix_socket=: use one, "
+            "e.g. mysql://user@localhost/db?unix_socket=/path"
+        )
     host = parts.hostname or ("localhost" if unix_socket else None)
     if host is None:
         raise UsageError(f"the DSN names no host: expected {DSN_FORM} or ...?unix_socket=/path")
