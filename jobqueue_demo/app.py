@@ -8,8 +8,8 @@ from collections.abc import Callable
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 
-from .errors import UsageError
-from .loader import load_scenario
+from .errors import RecordError, ScenarioError
+from .loader import load_scenario, scenario_from_text
 from .scenario import Scenario
 
 
@@ -84,19 +84,28 @@ def verified_line(server) -> str:
 
 
 def record(scenario: Scenario, server, step_timeout: float) -> int:
-    """Rewrite the scenario file with observed results; returns how many statements."""
-    from .record import rewrite
-    from .verify import outcomes
+    """Rewrite the scenario file with observed results; returns how many statements.
 
+    The new text must load and its expectations must hold for the run just made, or the
+    file is left as it was.
+    """
+    from .record import rewrite
+    from .safe_write import check_writable, write_file
+    from .verify import check, outcomes
+
+    check_writable(scenario.path)
     report = run(scenario, server, step_timeout)
     seen = outcomes(report.events)
     text = rewrite(scenario, seen, verified_line(server))
-    if not os.access(scenario.path, os.W_OK):
-        raise UsageError(f"{scenario.path}: not writable")
-    tmp = scenario.path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, scenario.path)
+    try:
+        mismatches = check(scenario_from_text(scenario.path, text), report.events)
+    except ScenarioError as e:
+        raise RecordError(f"{e}: the recorded text would not load; {scenario.path} left unchanged") from None
+    if mismatches:
+        raise RecordError(
+            f"{scenario.path}: the recorded expectations would not hold ({mismatches[0]}); file left unchanged"
+        )
+    write_file(scenario.path, text)
     return len(seen)
 
 
@@ -126,27 +135,3 @@ def lesson_page(scenario: Scenario, server, step_timeout: float, fmt: str) -> st
         )
     facts = LessonFacts(scenario, tuple(report.events), verified_line(server), lesson_name(scenario))
     return render_page(facts, fmt)
-
-
-def write_file(path: str, text: str) -> None:
-    """Write `text` whole or not at all: a reader never sees half a page."""
-    tmp = f"{path}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise UsageError(f"{path}: cannot write: {e.strerror}") from None
-
-
-def check_writable(path: str) -> None:
-    """Fail before a run, not after it, when the page could not be written."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise UsageError(f"{path}: is a directory")
-    if not os.path.isdir(folder):
-        raise UsageError(f"{path}: no such directory {folder}")
-    if not os.access(folder, os.W_OK):
-        raise UsageError(f"{path}: cannot write to {folder}")

@@ -16,7 +16,7 @@ from typing import List, Optional
 
 import typer
 
-from .errors import EXIT_MISMATCH, EXIT_OK, DemoError
+from .errors import EXIT_INTERRUPTED, EXIT_MISMATCH, EXIT_OK, DemoError
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 expectations not met or the schedule got stuck; "
@@ -36,7 +36,10 @@ DSN_HELP = (
     "Server to use: mysql://user:pass@host:port/db (or ?unix_socket=/path). "
     "Default: $JOBQUEUE_DEMO_DSN, else a private throwaway server started for this run."
 )
-STEP_TIMEOUT_HELP = "Longest wait for any one statement or fault, in seconds."
+STEP_TIMEOUT_HELP = (
+    "Longest wait for any one statement, fault or result, in seconds; also how long a server "
+    "that stops answering is waited for (exit 3)."
+)
 MAX_SECONDS = 3600.0
 _debug = False
 _allow_shared_user = False
@@ -211,11 +214,12 @@ def export(
     """
     from . import app as core
     from .errors import ExpectationsNotMet
+    from .safe_write import check_writable, write_file
 
     if fmt is None:
         fmt = PageFormat.md if output.lower().endswith((".md", ".markdown")) else PageFormat.html
     if output != "-":
-        core.check_writable(output)
+        check_writable(output)
     loaded = core.load(scenario)
     with server_for(dsn) as server:
         _say(f"-- {loaded.title}: on {server.label} ({server.where})")
@@ -228,7 +232,7 @@ def export(
     if output == "-":
         sys.stdout.write(page)
         return
-    core.write_file(output, page)
+    write_file(output, page)
     _say(f"-- wrote {output} ({fmt.value})")
 
 
@@ -358,10 +362,19 @@ from . import cli_workers  # noqa: E402,F401  registers workers and bench
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+_interrupted = False
+
+
 def _interrupt(signum, frame) -> None:
     """The first stop signal interrupts; later ones must not break the clean-up it started."""
+    from .bounded import note_interrupt
+
+    global _interrupted
+    _interrupted = True
     for stop in STOP_SIGNALS:
         signal.signal(stop, _cleaning_up)
+    # Bounds the clean-up's waits, so a server that no longer answers cannot hold it.
+    note_interrupt()
     raise KeyboardInterrupt
 
 
@@ -391,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         _say(f"jobqueue-demo: {e}")
         _say_notes(e)
-        return e.exit_code
+        # A clean-up cut short by Ctrl-C (the server no longer answering) still ends as interrupted.
+        return EXIT_INTERRUPTED if _interrupted else e.exit_code
     return EXIT_OK
 
 

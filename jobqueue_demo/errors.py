@@ -6,7 +6,8 @@ EXIT_OK = 0
 EXIT_MISMATCH = 1
 EXIT_USAGE = 2
 EXIT_SERVER = 3
-# 130 (interrupted) is typer's answer to KeyboardInterrupt, which SIGTERM is mapped to.
+# Typer's answer to KeyboardInterrupt, which SIGTERM is mapped to.
+EXIT_INTERRUPTED = 130
 
 
 class DemoError(Exception):
@@ -37,6 +38,12 @@ class ScenarioError(DemoError):
         super().__init__(f"{where}: {message}")
 
 
+class RecordError(DemoError):
+    """`record` would have written a file that does not load or does not hold; nothing was written."""
+
+    exit_code = EXIT_USAGE
+
+
 class ServerError(DemoError):
     """The server could not be reached, started or used."""
 
@@ -47,6 +54,22 @@ class StuckError(DemoError):
     """The schedule cannot go on: the next step waits on something nothing will release."""
 
     exit_code = EXIT_MISMATCH
+
+
+class FetchTimeout(StuckError):
+    """A result still arriving when the step timeout ran out; its connection is dropped."""
+
+
+class UnusableTemplate(ServerError):
+    """The cached template could not be read, or a server did not start from it."""
+
+    def __init__(self, message: str, inode: int | None):
+        super().__init__(message)
+        self.inode = inode
+
+
+class StartFailed(ServerError):
+    """The embedded server process exited, or did not answer, while starting."""
 
 
 class MismatchError(DemoError):

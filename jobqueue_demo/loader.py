@@ -6,6 +6,7 @@ Nothing here connects to a server: a scenario is fully checked before any connec
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 
 import yaml
@@ -40,7 +41,11 @@ EXPECT_KEYS = {"ok", "columns", "rows", "affected", "error", "waits"}
 
 
 def load_scenario(path: str) -> Scenario:
-    text = _read_text(path)
+    return scenario_from_text(path, _read_text(path))
+
+
+def scenario_from_text(path: str, text: str) -> Scenario:
+    """The scenario `text` describes; `path` is where messages say it is."""
     root = _compose(path, text)
     return _Builder(path, text).scenario(root)
 
@@ -51,7 +56,10 @@ def _read_text(path: str) -> str:
     if os.path.isdir(path):
         raise ScenarioError(path, "is a directory, not a scenario file")
     try:
-        with open(path, "rb") as f:
+        # Non-blocking, so that opening a FIFO returns at once and can be refused.
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ScenarioError(path, "not a regular file (a device, FIFO or socket)")
             data = f.read(MAX_BYTES + 1)
     except OSError as e:
         raise ScenarioError(path, f"cannot read: {e.strerror}") from None

@@ -39,8 +39,9 @@ def _error_spelling(errno: int) -> str:
     return mysql_errors.name_of(errno) or str(errno)
 
 
-def expectation_text(outcome: Outcome, indent: int, assert_no_wait: bool = False) -> str:
-    """The `expect:` entry for an outcome, its first line unindented, the rest at `indent`.
+def expectation_text(outcome: Outcome, indent: int, assert_no_wait: bool = False, flow: bool = False) -> str:
+    """The `expect:` entry for an outcome, its first line unindented, the rest at `indent`;
+    on one line when `flow` (inside a `{...}` step, where block style is not allowed).
 
     `waits: true` is always recorded; `waits: false` only where the author asked for it,
     since "did not wait" is the point of few statements.
@@ -56,9 +57,11 @@ def expectation_text(outcome: Outcome, indent: int, assert_no_wait: bool = False
         fields.append(f"error: {_error_spelling(result.error.errno)}")
     elif result.is_rows:
         fields.append(f"columns: {_flow(result.columns)}")
-        if result.rows:
-            fields.append("rows:\n" + "\n".join(f"{pad}  - {_flow(r)}" for r in result.rows))
-        else:
+        # A result too long to keep whole is recorded by its columns only.
+        if result.rows and not result.omitted:
+            rows = [_flow(r) for r in result.rows]
+            fields.append(f"rows: [{', '.join(rows)}]" if flow else "rows:\n" + "\n".join(f"{pad}  - {r}" for r in rows))
+        elif not result.omitted:
             fields.append("rows: []")
     elif result.affected:
         fields.append(f"affected: {result.affected}")
@@ -66,7 +69,7 @@ def expectation_text(outcome: Outcome, indent: int, assert_no_wait: bool = False
         return "expect: ok"
     else:
         fields.append("ok: true")
-    if all("\n" not in f for f in fields) and sum(map(len, fields)) < 50:
+    if flow or (all("\n" not in f for f in fields) and sum(map(len, fields)) < 50):
         return "expect: {" + ", ".join(fields) + "}"
     return "expect:\n" + "\n".join(pad + f for f in fields)
 
@@ -95,9 +98,13 @@ def rewrite(scenario: Scenario, outcomes: dict[int, Outcome], verified: str) -> 
 
 def _edit(text: str, step: Statement, outcome: Outcome) -> tuple[int, int, str]:
     indent = _column(text, step.span.start)
-    new = expectation_text(outcome, indent, step.expect is not None and step.expect.waits is False)
+    flow = text.startswith("{", step.span.start)
+    new = expectation_text(outcome, indent, step.expect is not None and step.expect.waits is False, flow)
     if step.expect_span is not None:
         return step.expect_span.start, _trim_end(text, step.expect_span.end), new
+    if flow:
+        closing = step.span.end - 1  # the step's `}`
+        return closing, closing, ", " + new
     end = _trim_end(text, step.span.end)
     return end, end, "\n" + " " * indent + new
 

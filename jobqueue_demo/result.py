@@ -27,6 +27,8 @@ class Result:
     columns: tuple[str, ...] | None = None
     numeric: tuple[bool, ...] = ()
     rows: tuple[tuple[str | None, ...], ...] = ()
+    # Rows the server sent beyond the ones kept (session.MAX_ROWS_KEPT), counted, not stored.
+    omitted: int = 0
     affected: int | None = None
     error: SqlError | None = None
     warnings: int = 0

@@ -87,7 +87,9 @@ class Driver:
         self.scenario = scenario
         self.server = server
         self.options = options
-        self.scratch = ScratchDatabase(server, confine=not server.shared_user, multi_statements=True)
+        self.scratch = ScratchDatabase(
+            server, confine=not server.shared_user, multi_statements=True, answer_timeout=options.step_timeout
+        )
         self.database = self.scratch.name
         self.control = None
         # Runs the scenario's own setup and invariants, as the sessions' (per-run) user.
@@ -106,7 +108,9 @@ class Driver:
         self.scratch.open()
         self.control = self.scratch.conn
         self.monitor = WaitMonitor(self.control, self.server.flavor)
-        self.user_conn = self.scratch.session_params.connect(database=self.database, multi_statements=True)
+        self.user_conn = self.scratch.session_params.connect(
+            database=self.database, multi_statements=True, answer_timeout=self.options.step_timeout
+        )
         if self.scenario.setup:
             self._run_setup()
         for spec in self.scenario.sessions:
@@ -165,7 +169,7 @@ class Driver:
             raise ScenarioError(self.scenario.path, f"setup failed: ERROR {e.args[0]}: {e.args[-1]}") from None
 
     def _connect(self, spec: SessionSpec) -> Session:
-        conn = self.scratch.session_params.connect(database=self.database)
+        conn = self.scratch.session_params.connect(database=self.database, answer_timeout=self.options.step_timeout)
         self._apply_settings(conn, spec)
         return Session(spec.name, conn, conn.thread_id())
 
@@ -321,7 +325,7 @@ class Driver:
         index, step, sql = self._inflight.pop(session.name)
         was_waiting = session.waiting
         waited_ms = (time.perf_counter() - session.sent_at) * 1000.0 if was_waiting else None
-        result = session.read()
+        result = session.read(self.options.step_timeout)
         if step.capture and result.rows:
             self.captures[session.name][step.capture] = result.rows[0][0]
         elif step.capture and result.error is None:

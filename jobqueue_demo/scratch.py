@@ -24,7 +24,7 @@ from dataclasses import replace
 from . import control
 from .errors import ServerError
 from .mysql_errors import ER_LOCK_WAIT_TIMEOUT, LOST_CONNECTION
-from .server import ConnectParams, ServerInfo
+from .server import ANSWER_TIMEOUT_S, ConnectParams, ServerInfo
 
 PREFIX = "jqd_"
 # Older versions named their databases jqd_ and 10 hex digits, without a named lock: nothing
@@ -60,8 +60,15 @@ class ScratchDatabase:
     workers, whose SQL is the tool's own, and runs with --allow-shared-user).
     """
 
-    def __init__(self, server: ServerInfo, confine: bool = True, multi_statements: bool = False):
+    def __init__(
+        self,
+        server: ServerInfo,
+        confine: bool = True,
+        multi_statements: bool = False,
+        answer_timeout: float = ANSWER_TIMEOUT_S,
+    ):
         self.server = server
+        self.answer_timeout = answer_timeout
         self.name = new_name()
         self.confine = confine
         self.multi_statements = multi_statements
@@ -71,7 +78,9 @@ class ScratchDatabase:
         self._databases: list[str] = []
 
     def open(self) -> None:
-        self.conn = self.server.params.connect(database=None, multi_statements=self.multi_statements)
+        self.conn = self.server.params.connect(
+            database=None, multi_statements=self.multi_statements, answer_timeout=self.answer_timeout
+        )
         try:
             self.execute(f"SET SESSION lock_wait_timeout = {DROP_LOCK_WAIT_S}")
             if not control.flag(self.conn, f"SELECT GET_LOCK({literal(self.name)}, 0)"):
@@ -171,9 +180,12 @@ def drop_bounded(conn, name: str) -> None:
     timeout names who holds it."""
     import MySQLdb
 
+    from .bounded import server_bounded
+
     sql = f"DROP DATABASE IF EXISTS {quote(name)}"
     try:
-        conn.query(sql.encode())
+        with server_bounded(conn, DROP_LOCK_WAIT_S):
+            conn.query(sql.encode())
         conn.store_result()
     except MySQLdb.Error as exc:
         if control.errno_of(exc) != ER_LOCK_WAIT_TIMEOUT:

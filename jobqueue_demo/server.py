@@ -11,6 +11,8 @@ import atexit
 import contextlib
 import hashlib
 import json
+import logging
+import math
 import os
 import re
 import shutil
@@ -25,7 +27,7 @@ from types import EllipsisType
 from typing import TYPE_CHECKING, Callable, Iterator
 from urllib.parse import unquote, urlsplit
 
-from jobqueue_demo.errors import ServerError, UsageError
+from jobqueue_demo.errors import ServerError, StartFailed, UnusableTemplate, UsageError
 from jobqueue_demo.owner import hold
 
 if TYPE_CHECKING:
@@ -37,6 +39,13 @@ DSN_FORM = "mysql://user:password@host:port/database"
 DEFAULT_PORT = 3306
 DEFAULT_USER = "root"
 CONNECT_TIMEOUT_S = 5
+# How long any one answer may take on a connection that names no bound of its own; the
+# runner gives its connections the step timeout instead.
+ANSWER_TIMEOUT_S = 60.0
+MAX_SOCKET_TIMEOUT_S = 86400
+# A --step or --pace pause may be long, and a server's global wait_timeout short: the
+# server default (8 hours) for every connection, so an idle control connection is kept.
+SESSION_WAIT_TIMEOUT_S = 28800
 
 SERVER_NAMES = ("mariadbd", "mysqld")
 INSTALL_DB_NAMES = ("mariadb-install-db", "mysql_install_db")
@@ -80,9 +89,19 @@ class ConnectParams:
             text += f"?unix_socket={self.unix_socket}"
         return text
 
-    def connect(self, database: str | None | EllipsisType = ..., multi_statements: bool = False) -> Connection:
-        """An open MySQLdb connection; `database` overrides the DSN's (None: no default database)."""
+    def connect(
+        self,
+        database: str | None | EllipsisType = ...,
+        multi_statements: bool = False,
+        answer_timeout: float = ANSWER_TIMEOUT_S,
+    ) -> Connection:
+        """An open MySQLdb connection; `database` overrides the DSN's (None: no default database).
+
+        No call on it waits longer than `answer_timeout` seconds for the server (see bounded.py).
+        """
         import MySQLdb
+
+        from .bounded import open_connection
 
         target = self if database is ... else replace(self, database=database)
         options = {
@@ -96,6 +115,10 @@ class ConnectParams:
             "conv": {},
             "charset": "utf8mb4",
             "connect_timeout": CONNECT_TIMEOUT_S,
+            # Whole seconds, at least one: they bound the reads after an answer has begun.
+            "read_timeout": _whole_seconds(answer_timeout),
+            "write_timeout": _whole_seconds(answer_timeout),
+            "init_command": f"SET SESSION wait_timeout = {SESSION_WAIT_TIMEOUT_S}",
             # mysqlclient turns multi-statements on unless told otherwise.
             "multi_statements": multi_statements,
             # LOAD DATA LOCAL would let scenario SQL ask this client for any file it can read.
@@ -106,9 +129,18 @@ class ConnectParams:
         if target.unix_socket is not None:
             options["unix_socket"] = target.unix_socket
         try:
-            return MySQLdb.connect(**options)
+            conn = open_connection(options)
         except MySQLdb.Error as exc:
             raise ServerError(f"cannot connect to {target.display()}: {_error_text(exc)}") from exc
+        conn.answer_timeout = answer_timeout
+        return conn
+
+
+def _whole_seconds(seconds: float) -> int:
+    """A socket timeout for libmariadb: whole seconds, at least one, nan and inf capped."""
+    if not seconds < MAX_SOCKET_TIMEOUT_S:
+        return MAX_SOCKET_TIMEOUT_S
+    return max(1, math.ceil(seconds))
 
 
 def _error_text(exc: Exception) -> str:
@@ -143,6 +175,12 @@ def parse_dsn(dsn: str) -> ConnectParams:
     if port == 0:
         raise UsageError("the DSN's port must be from 1 to 65535")
     unix_socket = _dsn_unix_socket(parts.query)
+    # The client library would silently take TCP to the host and ignore the socket.
+    if unix_socket and (parts.hostname not in (None, "localhost") or port is not None):
+        raise UsageError(
+            "the DSN names a TCP host or port and ?unix_socket=: use one, "
+            "e.g. mysql://user@localhost/db?unix_socket=/path"
+        )
     host = parts.hostname or ("localhost" if unix_socket else None)
     if host is None:
         raise UsageError(f"the DSN names no host: expected {DSN_FORM} or ...?unix_socket=/path")
@@ -280,6 +318,11 @@ class Template:
     datadir: Path
     log_file_size: str
     plugin_dir: str | None
+    # Of the template's folder: tells a rebuilt template from the one that failed.
+    inode: int = 0
+
+
+_log = logging.getLogger(__name__)
 
 
 def find_server_binary() -> ServerBinary:
@@ -311,15 +354,35 @@ def _inspect_binary(path: Path) -> ServerBinary:
 
 
 def _run(command: list[str], what: str, timeout: float = 30) -> str:
+    # A process group of its own, killed whole on any exit from here (Ctrl-C, SIGTERM, a
+    # timeout): mariadb-install-db is a script whose bootstrap server would outlive it.
     try:
-        done = subprocess.run(
-            command, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace", timeout=timeout
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except OSError as exc:
         raise ServerError(f"{what} failed: {exc}") from exc
-    if done.returncode != 0:
-        raise ServerError(f"{what} failed (exit {done.returncode}): {_summary(done.stdout + done.stderr)}")
-    return done.stdout
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise ServerError(f"{what} failed: {exc}") from exc
+    finally:
+        _kill_group(process)
+    if process.returncode != 0:
+        raise ServerError(f"{what} failed (exit {process.returncode}): {_summary(stdout + stderr)}")
+    return stdout
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 _LOG_PREFIX = re.compile(r"^.*?(?=\[(?:ERROR|Warning|Note|System)\])")
@@ -357,6 +420,36 @@ def ensure_template(binary: ServerBinary) -> Template:
         except OSError as exc:
             raise ServerError(f"cannot make the server template in {root}: {exc}") from exc
     return _load_template(final)
+
+
+def rebuild_template(binary: ServerBinary, broken: int | None) -> Template:
+    """Replace the cached template whose folder had inode `broken` by a fresh one; if
+    another process has already replaced it, use theirs."""
+    root = cache_root()
+    final = root / binary.template_key
+    try:
+        with _locked(root / f"{binary.template_key}.lock"):
+            if _inode(final) in (broken, None):
+                _discard(final)
+                _build_template(binary, root, final)
+    except OSError as exc:
+        raise ServerError(f"cannot rebuild the server template in {root}: {exc}") from exc
+    return _load_template(final)
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except FileNotFoundError:
+        return None
+
+
+def _discard(final: Path) -> None:
+    # Renamed first: a process starting now finds no template rather than half of one.
+    if final.exists():
+        aside = Path(tempfile.mkdtemp(prefix=f"{final.name}.broken-", dir=final.parent))
+        os.rename(final, aside / "template")
+        shutil.rmtree(aside)
 
 
 @contextlib.contextmanager
@@ -440,14 +533,17 @@ def _plugin_dir(binary: ServerBinary) -> str | None:
 
 
 def _load_template(final: Path) -> Template:
+    inode = _inode(final)
     try:
         meta = json.loads((final / TEMPLATE_META).read_text())
-        return Template(datadir=final / "datadir", log_file_size=meta["log_file_size"], plugin_dir=meta["plugin_dir"])
+        return Template(
+            datadir=final / "datadir",
+            log_file_size=str(meta["log_file_size"]),
+            plugin_dir=meta["plugin_dir"],
+            inode=inode or 0,
+        )
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        problem = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise ServerError(
-            f"broken server template {final}: {TEMPLATE_META}: {problem}; 'jobqueue-demo cleanup --cache' removes it"
-        ) from None
+        raise UnusableTemplate(f"the server template {final} is broken ({exc!r})", inode) from exc
 
 
 def _user_option() -> list[str]:
@@ -464,6 +560,9 @@ def _server_command(binary: ServerBinary, template: Template, workdir: Path) -> 
         "--skip-networking",
         f"--pid-file={workdir / 'mysqld.pid'}",
         f"--log-error={workdir / ERROR_LOG_NAME}",
+        # Not $TMPDIR, which may be missing or read-only (tempfile then chose another place
+        # for the work dir); the run's own, removed with it.
+        f"--tmpdir={workdir / 'tmp'}",
         f"--innodb-buffer-pool-size={BUFFER_POOL_SIZE}",
         # LOAD_FILE, SELECT ... INTO OUTFILE and LOAD DATA reach this directory only.
         f"--secure-file-priv={workdir / FILES_DIR}",
@@ -524,7 +623,7 @@ def _wait_until_ready(process: subprocess.Popen, params: ConnectParams, log_path
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         if process.poll() is not None:
-            raise ServerError(
+            raise StartFailed(
                 f"the embedded server exited with code {process.returncode} while starting: "
                 f"{_summary(_read_log(log_path))}"
             )
@@ -533,7 +632,7 @@ def _wait_until_ready(process: subprocess.Popen, params: ConnectParams, log_path
             return
         except ServerError:
             if time.monotonic() > deadline:
-                raise ServerError(
+                raise StartFailed(
                     f"the embedded server did not accept connections within {START_TIMEOUT_S:.0f} s: "
                     f"{_summary(_read_log(log_path))}"
                 ) from None
@@ -592,11 +691,23 @@ class EmbeddedServer:
     def start(self) -> None:
         if self.workdir is not None:
             raise ServerError("the embedded server is already running")
-        self.binary = find_server_binary()
-        template = ensure_template(self.binary)
+        binary = self.binary = find_server_binary()
+        try:
+            self._start_from(lambda: ensure_template(binary))
+        except UnusableTemplate as exc:
+            # A damaged cache (a truncated or overwritten file, files removed) would fail
+            # every later run the same way; a fresh template is a few seconds.
+            _log.warning("jobqueue-demo: %s; rebuilding the cached server template once", exc)
+            self._start_from(lambda: rebuild_template(binary, exc.inode))
+
+    def _start_from(self, get_template: Callable[[], Template]) -> None:
+        template = get_template()
         _running.add(self)
         try:
             self._boot(self.binary, template)
+        except StartFailed as exc:
+            self.stop()
+            raise UnusableTemplate(str(exc), template.inode) from exc
         except OSError as exc:
             self.stop()
             raise ServerError(f"cannot start the embedded server: {exc}") from exc
@@ -613,6 +724,7 @@ class EmbeddedServer:
             raise ServerError(f"temp dir path too long for a unix socket: {socket_path}; set a shorter TMPDIR")
         shutil.copytree(template.datadir, self.workdir / "data")
         (self.workdir / FILES_DIR).mkdir()
+        (self.workdir / "tmp").mkdir()
         log_path = self.workdir / ERROR_LOG_NAME
         self._process = _launch(_server_command(binary, template, self.workdir), log_path)
         _wait_until_ready(self._process, self.params, log_path)

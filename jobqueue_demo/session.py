@@ -7,39 +7,65 @@ still pending would silently read the wrong result, so the pending state is trac
 
 from __future__ import annotations
 
-import os
-import socket
 import time
 from dataclasses import dataclass, field
 
 from . import mysql_errors
+from .errors import FetchTimeout
 from .result import Result, SqlError
 
 NUM_FLAG = 32768
+# A transcript or an expectation has no use for more rows than a reader can look at; the
+# rest are read from the server (so the connection stays usable) and counted, not kept.
+MAX_ROWS_KEPT = 1000
+FETCH_CHUNK = 1000
 
 
-def result_from_connection(conn, started: float) -> Result:
-    """Read the outcome of the statement just sent; server errors become part of the Result."""
+def result_from_connection(conn, started: float, fetch_timeout: float = float("inf")) -> Result:
+    """Read the outcome of the statement just sent; server errors become part of the Result.
+
+    Rows are streamed: memory stays bounded whatever the result's size, and reading them
+    stops after `fetch_timeout` seconds (FetchTimeout).
+    """
     import MySQLdb
 
     try:
         conn.read_query_result()
-        stored = conn.store_result()
+        streamed = conn.use_result()
     except MySQLdb.Error as e:
         return Result(error=_sql_error(conn, e), elapsed_ms=_ms_since(started))
-    warnings = conn.warning_count()
-    if stored is None:
-        return Result(affected=conn.affected_rows(), warnings=warnings, elapsed_ms=_ms_since(started))
-    described = stored.describe()
-    flags = stored.field_flags()
-    rows = tuple(tuple(_text(v) for v in row) for row in stored.fetch_row(0))
+    if streamed is None:
+        return Result(affected=conn.affected_rows(), warnings=conn.warning_count(), elapsed_ms=_ms_since(started))
+    described = streamed.describe()
+    flags = streamed.field_flags()
+    try:
+        rows, total = _fetch(streamed, fetch_timeout)
+    except MySQLdb.Error as e:
+        return Result(error=_sql_error(conn, e), elapsed_ms=_ms_since(started))
     return Result(
         columns=tuple(d[0] for d in described),
         numeric=tuple(bool(f & NUM_FLAG) for f in flags),
         rows=rows,
-        warnings=warnings,
+        omitted=total - len(rows),
+        # Known only once the last row is read: it comes with the result's end.
+        warnings=conn.warning_count(),
         elapsed_ms=_ms_since(started),
     )
+
+
+def _fetch(streamed, timeout: float) -> tuple[tuple, int]:
+    deadline = time.perf_counter() + timeout
+    kept: list[tuple[str | None, ...]] = []
+    total = 0
+    while True:
+        chunk = streamed.fetch_row(FETCH_CHUNK)
+        if not chunk:
+            return tuple(kept), total
+        total += len(chunk)
+        room = MAX_ROWS_KEPT - len(kept)
+        kept += [tuple(_text(v) for v in row) for row in chunk[:room]]
+        if time.perf_counter() > deadline:
+            raise FetchTimeout(f"step timeout: the result was still arriving after {timeout:g} s ({total} rows read)")
 
 
 def _sql_error(conn, exc) -> SqlError:
@@ -100,8 +126,15 @@ class Session:
         self.pending_sql = sql
         return None
 
-    def read(self) -> Result:
-        result = result_from_connection(self.conn, self.sent_at)
+    def read(self, fetch_timeout: float = float("inf")) -> Result:
+        """The answer to the statement in flight; a result that takes longer than
+        `fetch_timeout` to arrive drops the connection and raises FetchTimeout."""
+        try:
+            result = result_from_connection(self.conn, self.sent_at, fetch_timeout)
+        except FetchTimeout as e:
+            self.drop_socket()
+            self.pending_sql = None
+            raise FetchTimeout(f"{e}; {self.name}'s connection was dropped (raise --step-timeout for big results)") from None
         self.pending_sql = None
         self.waiting = False
         if result.error and result.error.errno in mysql_errors.LOST_CONNECTION:
@@ -110,16 +143,9 @@ class Session:
 
     def drop_socket(self) -> None:
         """End the connection the way a crashed process does: no COM_QUIT, no ROLLBACK."""
-        try:
-            sock = socket.socket(fileno=os.dup(self.conn.fileno()))
-        except OSError:
-            self.closed = True
-            return
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        sock.close()
+        from .bounded import shutdown_socket
+
+        shutdown_socket(self.conn)
         self.closed = True
 
     def close(self) -> None:

@@ -77,7 +77,7 @@ def _compare(expect: Expectation, outcome: Outcome) -> tuple[str, str] | None:
         return (describe_expectation(expect), describe_result(result))
     if expect.columns is not None and tuple(expect.columns) != result.columns:
         return (f"columns {_flow(expect.columns)}", f"columns {_flow(result.columns)}")
-    if expect.rows is not None and tuple(expect.rows) != result.rows:
+    if expect.rows is not None and (tuple(expect.rows) != result.rows or result.omitted):
         return (describe_expectation(expect), describe_result(result))
     if expect.affected is not None and expect.affected != result.affected:
         return (describe_expectation(expect), describe_result(result))
@@ -112,6 +112,9 @@ def describe_result(result: Result) -> str:
         name = mysql_errors.name_of(result.error.errno)
         return f"error {result.error.errno}" + (f" ({name})" if name else "") + f": {result.error.message}"
     if result.is_rows:
+        if result.omitted:
+            total = len(result.rows) + result.omitted
+            return f"columns {_flow(result.columns)}, {total} rows (too many to keep and compare)"
         return f"columns {_flow(result.columns)}, {_rows(result.rows)}"
     return f"Query OK, {result.affected} row(s) affected"
 

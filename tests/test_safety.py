@@ -376,13 +376,14 @@ def test_bad_values_are_usage_errors(args):
     assert len([line for line in done.stderr.splitlines() if line.strip()]) <= 6  # click's usage box
 
 
-def test_empty_template_meta_is_one_line_exit_3(tmp_path):
+def test_cleanup_cache_removes_templates(tmp_path):
+    """A damaged template is rebuilt by the next run (test_template_recovery.py); cleanup
+    --cache removes templates on demand."""
     from jobqueue_demo.server import CACHE_DIR_NAME, TEMPLATE_META, find_server_binary
 
     template = tmp_path / CACHE_DIR_NAME / find_server_binary().template_key
     template.mkdir(parents=True)
     (template / TEMPLATE_META).write_text("{}")
-    _one_line(cli("run", "skip-locked", env={"XDG_CACHE_HOME": str(tmp_path)}), 3, "template.json", "cleanup --cache")
     cleaned = cli("cleanup", "--cache", env={"XDG_CACHE_HOME": str(tmp_path)})
     assert cleaned.returncode == 0 and not template.exists(), cleaned.stdout + cleaned.stderr
 

@@ -217,13 +217,13 @@ def _completed(event: ev.Completed, width: int) -> list[Line]:
         head = _statement(event.session, event.sql, event.comment)
     result = event.result
     if result.is_rows and result.error is None:
-        return head + rows_lines(event.session, result.columns, result.numeric, result.rows, width)
+        return head + rows_lines(event.session, result.columns, result.numeric, result.rows, width, result.omitted)
     return head + result_lines(event.session, event.sql, result)
 
 
-def rows_lines(session: str | None, columns, numeric, rows, width: int) -> list[Line]:
+def rows_lines(session: str | None, columns, numeric, rows, width: int, omitted: int = 0) -> list[Line]:
     """psql's aligned table where it fits the column, else its expanded form (\\x)."""
-    table = format_table(columns, numeric, rows).split("\n")
+    table = format_table(columns, numeric, rows, omitted).split("\n")
     if max(cells(line) for line in table) > width:
         table = expanded(columns, rows, width)
     return [Line(text, session, RESULT) for text in table]

@@ -23,6 +23,8 @@ def result_record(result: Result) -> dict:
     out: dict = {"affected": result.affected, "warnings": result.warnings}
     if result.is_rows:
         out = {"columns": list(result.columns), "rows": [list(r) for r in result.rows], **out}
+        if result.omitted:
+            out["rows_not_shown"] = result.omitted
     return {"result": out}
 
 

@@ -98,11 +98,13 @@ def format_table(
     columns: Sequence[str],
     numeric: Sequence[bool],
     rows: Sequence[Sequence[str | None]],
+    omitted: int = 0,
 ) -> str:
     """Render a result set exactly as psql's default aligned output.
 
     ``numeric[i]`` right-aligns column ``i`` (missing entries mean text); a
-    ``None`` value is SQL NULL.
+    ``None`` value is SQL NULL. ``omitted`` rows the server sent but were not
+    kept are counted in the footer: ``(N rows, M not shown)``.
     The footer line ends the text; no newline follows it.
     """
     ncols = len(columns)
@@ -171,6 +173,6 @@ def format_table(
                     line.append("|")
             out.append("".join(line))
 
-    n = len(rows)
-    out.append(f"({n} row)" if n == 1 else f"({n} rows)")
+    n = len(rows) + omitted
+    out.append(f"({n} row)" if n == 1 else f"({n} rows)" if not omitted else f"({n} rows, {omitted} not shown)")
     return "\n".join(out)

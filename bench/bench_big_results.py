@@ -1,0 +1,74 @@
+"""Peak memory of `run` on a one-million-row SELECT, against keeping the whole result.
+
+Usage: python bench/bench_big_results.py [--rows 1000000] [--dsn mysql://root@127.0.0.1:3306/]
+
+The anchor, measured in the same run, is what `run` did before results were streamed: the
+whole result stored by the client (store_result) and every row converted and kept. Both are
+separate processes; each reports its own peak RSS (ru_maxrss).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+STREAMED = """\
+import resource, sys
+sys.path.insert(0, {root!r})
+from jobqueue_demo.cli import main
+code = main(["run", sys.argv[1], "--format", "json"])
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+sys.exit(code)
+"""
+
+# The anchor loads the same modules first, so both start from the same interpreter size.
+STORED = """\
+import resource, sys
+sys.path.insert(0, {root!r})
+import jobqueue_demo.cli
+from jobqueue_demo.server import open_server
+from jobqueue_demo.session import _text
+with open_server(None) as server:
+    conn = server.params.connect(database="mysql")
+    conn.query(sys.argv[1].encode())
+    rows = tuple(tuple(_text(v) for v in row) for row in conn.store_result().fetch_row(0))
+    conn.close()
+print(len(rows), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+def peak_kib(code: str, arg: str, env: dict) -> int:
+    done = subprocess.run([sys.executable, "-c", code.format(root=str(ROOT)), arg], capture_output=True,
+                          text=True, env=env)
+    if done.returncode != 0:
+        sys.exit(f"failed: {done.stderr.strip()}")
+    return int(done.stderr.split()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--dsn", default=None, help="server to use (default: the embedded one)")
+    args = parser.parse_args()
+    sql = f"SELECT seq FROM seq_1_to_{args.rows}"
+    env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"}
+    if args.dsn:
+        env["JOBQUEUE_DEMO_DSN"] = args.dsn
+    with tempfile.TemporaryDirectory() as folder:
+        scenario = Path(folder) / "big.yaml"
+        scenario.write_text(f"title: big\nsessions: [A]\nsteps:\n  - A: {sql};\n")
+        streamed = peak_kib(STREAMED, str(scenario), env)
+    stored = peak_kib(STORED, sql, env)
+    print(f"{args.rows} rows: run (streamed, 1000 kept) peak RSS {streamed / 1024:.0f} MiB")
+    print(f"anchor (whole result stored and kept, as before) peak RSS {stored / 1024:.0f} MiB")
+    print(f"ratio {stored / streamed:.1f}x less memory")
+
+
+if __name__ == "__main__":
+    main()

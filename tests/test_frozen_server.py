@@ -1,0 +1,91 @@
+"""A server that stops answering (SIGSTOP) cannot hold the CLI: exit 3 after the step
+timeout, exit 130 soon after Ctrl-C or SIGTERM. Only a private server is ever frozen."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+
+STEP_TIMEOUT_S = 3
+
+
+@pytest.fixture
+def private_server():
+    from jobqueue_demo.server import EmbeddedServer
+
+    server = EmbeddedServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        os.kill(server._process.pid, signal.SIGCONT)
+        server.stop()
+
+
+def start_frozen_run(server) -> subprocess.Popen:
+    """A run whose statement is in flight when its server is frozen."""
+    env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"}
+    dsn = f"mysql://root@localhost/?unix_socket={server.params.unix_socket}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobqueue_demo", "run", "tests/data/long-statement.yaml", "--dsn", dsn,
+         "--step-timeout", str(STEP_TIMEOUT_S), "--format", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**env, "PYTHONUNBUFFERED": "1"}, cwd=ROOT,
+    )
+    while '"run_started"' not in proc.stdout.readline():
+        assert proc.poll() is None, proc.stderr.read()
+    time.sleep(0.3)  # the statement is sent and the driver is watching for waits
+    os.kill(server._process.pid, signal.SIGSTOP)
+    return proc
+
+
+def test_frozen_server_ends_the_run_with_exit_3_after_the_step_timeout(private_server):
+    proc = start_frozen_run(private_server)
+    frozen = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    took = time.monotonic() - frozen
+    assert proc.returncode == 3, err
+    assert err.splitlines()[-1].endswith("the server did not answer within 3 s")
+    assert "Traceback" not in err
+    # Before, it still hung 40 s later. One step timeout for the stalled query (3.0-3.2 s
+    # measured); the clean-up after it must not wait a second time. A loose bound: a busy
+    # machine must not fail this, a hang must.
+    assert took < 2 * STEP_TIMEOUT_S, took
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupt_while_the_server_is_frozen_exits_130_at_once(private_server, signum):
+    proc = start_frozen_run(private_server)
+    time.sleep(0.5)
+    proc.send_signal(signum)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    took = time.monotonic() - sent
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    # 0.5-0.9 s measured (the clean-up's grace for an answer is 0.4 s); loose, as above.
+    assert took < 2.0, took
+
+
+def test_ctrl_c_while_connecting_to_a_frozen_server_exits_130_at_once(private_server):
+    os.kill(private_server._process.pid, signal.SIGSTOP)
+    env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"}
+    dsn = f"mysql://root@localhost/?unix_socket={private_server.params.unix_socket}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobqueue_demo", "run", "nowait", "--dsn", dsn],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+    )
+    time.sleep(1.5)  # started, and inside the 5 s connect timeout
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    # 0.03 s measured; before, Ctrl-C waited for the connect timeout. Loose bound, as above.
+    assert time.monotonic() - sent < 2.0
