@@ -13,7 +13,13 @@ from .claimers import REGISTRY
 from .cli import DSN_HELP, app
 from .errors import EXIT_MISMATCH
 
-STRATEGY_HELP = "Claim strategy: " + "; ".join(f"{s.name} ({s.summary})" for s in REGISTRY) + "."
+STRATEGY_HELP = (
+    "Claim strategy: "
+    + ", ".join(s.name for s in REGISTRY if not (s.broken or s.ceiling))
+    + "; also "
+    + ", ".join(f"{s.name} ({'the broken claim' if s.broken else 'no contention: the ceiling'})" for s in REGISTRY if s.broken or s.ceiling)
+    + ". Each is explained in docs/workers.md."
+)
 STATE_ORDER_HELP = (
     "How jobs.state sorts in the (state, id) index: done-last (an ENUM) or done-first (a VARCHAR: "
     "the layout that livelocks under REPEATABLE READ, kept to show it)."

@@ -1,0 +1,74 @@
+"""The `workers` examples, run as pasted, N times each: every run must complete with the invariants.
+
+Usage: python bench/bench_workers_examples.py [--runs 10] [--dsn-runs 3]
+                                               [--dsn mysql://root@127.0.0.1:3306/test]
+
+Runs the first `workers --help` example (8 workers, 2000 jobs, skip-locked, REPEATABLE READ)
+--runs times on the embedded default, then 2000 jobs at 8 workers --dsn-runs times each on the
+--dsn server for skip-locked, for-update and skip-locked with --kill 3, and the broken layout
+(--state-order done-first) once on the embedded server, which is expected to stall. Prints
+per example: runs completed of runs made, jobs/s (median) and deadlocks, and the anchor: the
+same example's done-first run in this sweep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HELP_EXAMPLE = ("workers", "--workers", "8", "--jobs", "2000", "--strategy", "skip-locked")
+
+
+def run(args: tuple[str, ...]) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "jobqueue_demo", *args, "--json"], capture_output=True, text=True, cwd=ROOT, timeout=600
+    )
+    lines = done.stdout.strip().splitlines()
+    record = json.loads(lines[0]) if lines else {}
+    record["exit"] = done.returncode
+    if done.returncode:
+        record["error"] = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    return record
+
+
+def report(name: str, records: list[dict]) -> bool:
+    good = [r for r in records if r["exit"] == 0 and r.get("invariants_hold")]
+    rates = [r["jobs_per_s"] for r in good]
+    median = f"{statistics.median(rates):,.0f} jobs/s (median)" if rates else "-"
+    deadlocks = [r.get("deadlocks", "-") for r in records]
+    print(f"{name}: {len(good)} of {len(records)} completed, {median}, deadlocks {deadlocks}", flush=True)
+    for r in records:
+        if r["exit"]:
+            print(f"  exit {r['exit']}: {r.get('error') or r.get('stuck')}", flush=True)
+    return len(good) == len(records)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--dsn-runs", type=int, default=3)
+    parser.add_argument("--dsn", default="mysql://root@127.0.0.1:3306/test")
+    args = parser.parse_args()
+    dsn = ("--dsn", args.dsn)
+    examples = [
+        ("help example, embedded", HELP_EXAMPLE, args.runs),
+        ("skip-locked x8, 2000 jobs, --dsn", (*HELP_EXAMPLE, *dsn), args.dsn_runs),
+        ("for-update x8, 2000 jobs, --dsn", ("workers", "-w", "8", "-j", "2000", "-s", "for-update", *dsn), args.dsn_runs),
+        ("skip-locked x8, 2000 jobs, --kill 3, --dsn", (*HELP_EXAMPLE, "--kill", "3", *dsn), args.dsn_runs),
+        ("help example, embedded, --kill 3", (*HELP_EXAMPLE, "--kill", "3"), args.dsn_runs),
+    ]
+    ok = True
+    for name, example, times in examples:
+        ok &= report(name, [run(example) for _ in range(times)])
+    report("anchor: help example with --state-order done-first (the old layout), embedded",
+           [run((*HELP_EXAMPLE, "--state-order", "done-first"))])
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
