@@ -93,8 +93,8 @@ def _text(value) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def _waiting_modes(scratch) -> dict[int, str]:
-    """Thread id -> the full mode of the lock it waits for, from the InnoDB monitor's text."""
+def _waiting_modes(scratch) -> dict[int, tuple[str, str]]:
+    """Thread id -> (the full mode of the lock it waits for, its monitor block), from the InnoDB monitor's text."""
     text = _text(scratch.rows("SHOW ENGINE INNODB STATUS")[0][-1])
     out = {}
     starts = [m.start() for m in TRX_HEADER.finditer(text)] + [len(text)]
@@ -102,11 +102,19 @@ def _waiting_modes(scratch) -> dict[int, str]:
         block = text[begin:end]
         thread, mode = THREAD_ID.search(block), WAITING_MODE.search(block)
         if thread and mode:
-            out[int(thread.group(1))] = mode.group(1).replace("lock_mode ", "").replace("lock mode ", "")
+            full = mode.group(1).replace("lock_mode ", "").replace("lock mode ", "")
+            out[int(thread.group(1))] = (full, " ".join(block.split()))
     return out
 
 
-def _mariadb_waits(scratch, threads: dict[int, int], modes: dict[int, str]) -> list[LockWait]:
+def _full_mode(modes: dict[int, tuple[str, str]], thread, query) -> str | None:
+    """The monitor's mode, if its text shows the same statement waiting (the tables are read at another moment)."""
+    found = modes.get(int(thread))
+    statement = " ".join(_text(query).split())
+    return found[0] if found and statement and statement in found[1] else None
+
+
+def _mariadb_waits(scratch, threads: dict[int, int], modes: dict[int, tuple[str, str]]) -> list[LockWait]:
     rows = scratch.rows(
         "SELECT r.trx_mysql_thread_id, b.trx_mysql_thread_id, rl.lock_mode, bl.lock_mode, rl.lock_table,"
         " rl.lock_index, rl.lock_data, r.trx_rows_locked, r.trx_lock_structs,"
@@ -118,7 +126,7 @@ def _mariadb_waits(scratch, threads: dict[int, int], modes: dict[int, str]) -> l
         " JOIN information_schema.INNODB_LOCKS bl ON bl.lock_id = w.blocking_lock_id"
         f" WHERE r.trx_mysql_thread_id IN ({', '.join(str(int(t)) for t in threads)})"
     )
-    return [_wait(row, threads, modes.get(int(row[0]))) for row in rows]
+    return [_wait(row, threads, _full_mode(modes, row[0], row[-1])) for row in rows]
 
 
 def _mysql_waits(scratch, threads: dict[int, int]) -> list[LockWait]:
@@ -146,7 +154,7 @@ def _wait(row: tuple, threads: dict[int, int], full_mode: str | None) -> LockWai
         blocking_mode=_text(blocking_mode),
         table=_text(table).replace("`", "").rpartition(".")[2],
         index=_text(index),
-        record=_text(record) or "(not in the buffer pool)",
+        record=_text(record) or "(not shown by the server)",
         waiter_rows_locked=int(rows_locked or 0),
         waiter_lock_structs=int(structs or 0),
         waiter_active_s=int(active or 0),

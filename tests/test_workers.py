@@ -130,9 +130,11 @@ def test_runs_leave_no_scratch_database(local):
     before = scratch_databases(local)
     run_workers(WorkersConfig(workers=2, jobs=10, kill=1), local)
     assert not (scratch_databases(local) - before) & worker_databases(local)
+    # Other engineers' runs use the same server: only what appears during this call counts.
+    before = scratch_databases(local)
     with pytest.raises(UsageError):
         run_workers(WorkersConfig(workers=2, jobs=10, kill=5), local)
-    assert worker_databases(local) == set()
+    assert not (scratch_databases(local) - before) & worker_databases(local)
 
 
 @pytest.mark.parametrize(
@@ -189,7 +191,7 @@ def test_cli_table_and_exit_1_when_invariants_fail():
     done = cli("workers", "-w", "4", "-j", "30", "-s", "no-lock", "--work-ms", "2", "--isolation", "read-committed")
     assert done.returncode == 1
     assert "duplicated (second completions)" in done.stdout
-    assert "invariants violated" in done.stderr
+    assert done.stdout.strip().splitlines()[-1].startswith("invariants violated: 0 lost, ")
 
 
 def test_cli_bench_tiny_sweep(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 
 from rich import box
@@ -90,20 +91,27 @@ def live_progress(console: Console) -> Iterator:
 
 @contextlib.contextmanager
 def bench_progress(console: Console, total: int) -> Iterator:
-    """A callback(done, label) for the sweep: N of M and the time left, once the sweep passes SHOW_AFTER_S."""
+    """A callback(done, label) for the sweep: N of M and the time left, shown once the sweep passes SHOW_AFTER_S."""
     bar = Bar(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("about"), TimeRemainingColumn(),
-        TextColumn("left"), console=console, transient=True, auto_refresh=False,
+        TextColumn("left"), console=console, transient=True,
     )
     task = bar.add_task("bench", total=total)
-    with bar:
+    started = time.monotonic()
+    shown = False
 
-        def step(done: int, label: str) -> None:
-            bar.update(task, completed=done, description=label)
-            if bar.tasks[0].elapsed and bar.tasks[0].elapsed >= SHOW_AFTER_S:
-                bar.refresh()
+    def step(done: int, label: str) -> None:
+        nonlocal shown
+        bar.update(task, completed=done, description=label)
+        if not shown and time.monotonic() - started >= SHOW_AFTER_S:
+            bar.start()
+            shown = True
 
+    try:
         yield step
+    finally:
+        if shown:
+            bar.stop()
 
 
 def _ms(value: float | None) -> str:
