@@ -8,16 +8,20 @@ Runs the first `workers --help` example (8 workers, 2000 jobs, skip-locked, REPE
 --dsn server for skip-locked, for-update and skip-locked with --kill 3, and the broken layout
 (--state-order done-first) once on the embedded server, which is expected to stall. Prints
 per example: runs completed of runs made, jobs/s (median) and deadlocks, and the anchor: the
-same example's done-first run in this sweep.
+same example's done-first run in this sweep. Then every other example of `workers --help`,
+`bench --help` and the README's workers section once, as pasted, in a temporary directory:
+each must exit 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +52,28 @@ def report(name: str, records: list[dict]) -> bool:
     return len(good) == len(records)
 
 
+def pasted_examples() -> list[str]:
+    """The example lines of `workers --help`, `bench --help` and the README's workers code block."""
+    found = []
+    for command in ("workers", "bench"):
+        text = subprocess.run(
+            [sys.executable, "-m", "jobqueue_demo", command, "--help"], capture_output=True, text=True, cwd=ROOT
+        ).stdout
+        found += [line.strip() for line in text.split("Example:", 1)[1].splitlines() if line.strip().startswith("jobqueue-demo")]
+    readme = (ROOT / "README.md").read_text().split("## Workers: the queue under load", 1)[1].split("```")[1]
+    found += [line.split("#", 1)[0].strip() for line in readme.splitlines() if line.startswith("jobqueue-demo")]
+    return list(dict.fromkeys(found))
+
+
+def run_pasted(line: str, folder: str) -> int:
+    """One example as a user pastes it (the installed command next to this interpreter)."""
+    command = str(Path(sys.executable).with_name("jobqueue-demo"))
+    done = subprocess.run([command, *shlex.split(line)[1:]], capture_output=True, text=True, cwd=folder, timeout=900)
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    print(f"  exit {done.returncode}: {line}  ->  {last[:100]}", flush=True)
+    return done.returncode
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
@@ -67,6 +93,10 @@ def main() -> None:
         ok &= report(name, [run(example) for _ in range(times)])
     report("anchor: help example with --state-order done-first (the old layout), embedded",
            [run((*HELP_EXAMPLE, "--state-order", "done-first"))])
+    print("every other example, once, as pasted:", flush=True)
+    with tempfile.TemporaryDirectory() as folder:
+        codes = [run_pasted(line, folder) for line in pasted_examples() if line.split()[1:] != list(HELP_EXAMPLE)]
+        ok &= all(code == 0 for code in codes)
     sys.exit(0 if ok else 1)
 
 

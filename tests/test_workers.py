@@ -326,7 +326,7 @@ def test_the_worker_table_fits_the_width_with_whole_headings(width):
     hidden = [name for name, _ in WORKER_COLUMNS if name not in shown]
     assert (width < 120) == bool(hidden)
     if hidden:
-        assert "not shown at this width: " in " ".join(text.split())
+        assert "not shown (too narrow): " in " ".join(text.split())
 
 
 def test_cli_table_run_keeps_the_worker_table_and_ends_with_the_verdict():

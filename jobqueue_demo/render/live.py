@@ -50,7 +50,7 @@ def worker_table(workers: list[WorkerView], width: int, title: str = "", caption
 def _worker_table(workers: list[WorkerView], shown: int, title: str, caption: str) -> Table:
     hidden = [name for name, _ in WORKER_COLUMNS[shown:]]
     if hidden:
-        caption = (caption + "\n" if caption else "") + f"not shown at this width: {', '.join(hidden)}"
+        caption = (caption + "\n" if caption else "") + f"not shown (too narrow): {', '.join(hidden)}"
     table = Table(title=title or None, caption=caption or None, box=box.SIMPLE_HEAD, padding=(0, 1))
     for name, _ in WORKER_COLUMNS[:shown]:
         table.add_column(name, justify="left" if name == "state" else "right", no_wrap=True)
