@@ -48,7 +48,11 @@ def report(name: str, records: list[dict]) -> bool:
     print(f"{name}: {len(good)} of {len(records)} completed, {median}, deadlocks {deadlocks}", flush=True)
     for r in records:
         if r["exit"]:
-            print(f"  exit {r['exit']}: {r.get('error') or r.get('stuck')}", flush=True)
+            print(f"  exit {r['exit']}: {r.get('error')}", flush=True)
+        if "diagnosis" in r:
+            waits = r["diagnosis"]["waits"]
+            modes = sorted({f"{w['mode']} on {w['index']} {w['record']}" for w in waits})
+            print(f"  diagnosis in the JSON: {len(waits)} lock waits; {'; '.join(modes)}", flush=True)
     return len(good) == len(records)
 
 
