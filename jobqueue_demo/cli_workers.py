@@ -26,7 +26,7 @@ STATE_ORDER_HELP = (
 )
 LEASE_HELP = "Lease length of the lease strategies, in ms [default: 1000 for lease, 250 for lease-heartbeat]."
 ISOLATION_HELP = "Isolation level of every worker: read-committed or repeatable-read."
-WORK_HELP = "Simulated work per claim, in milliseconds, inside the claim transaction."
+WORK_HELP = "Simulated work per claim, in milliseconds: inside the claim transaction, except for the lease strategies."
 BATCH_HELP = "Jobs claimed per transaction."
 NO_PLOT = "matplotlib is not installed (pip install 'jobqueue-demo[plot]'): the table alone was written"
 
