@@ -21,6 +21,7 @@ import MySQLdb
 from . import mysql_errors as errs
 from .lifeline import die_with_parent
 from .server import ConnectParams
+from .strategies import STRATEGIES
 
 # A worker that waits this long for one row lock retries instead of hanging the run;
 # the server default (50 s) would make a stuck demo look frozen.
@@ -190,41 +191,12 @@ class Lease:
         return not worker.jobs_remain()
 
 
-@dataclass(frozen=True)
-class Strategy:
-    """One claim strategy: the registry below is the only list of them."""
-
-    name: str
-    summary: str
-    recipe: object  # LockingSelect, UpdateLimit, OwnRows or Lease
-    swept: bool = True  # in bench's default sweep
-    broken: bool = False  # there to show what the invariant checks catch
-    ceiling: bool = False  # no contention: the reference the bench compares with
-    lease_ms: float = 0.0  # default lease of the lease strategies
-
-    @property
-    def lease(self) -> bool:
-        return isinstance(self.recipe, Lease)
-
-
-REGISTRY = (
-    Strategy("skip-locked", "SELECT ... FOR UPDATE SKIP LOCKED: lock the first unlocked queued row",
-             LockingSelect(" FOR UPDATE SKIP LOCKED")),
-    Strategy("for-update", "SELECT ... FOR UPDATE: wait for the first queued row's lock", LockingSelect(" FOR UPDATE")),
-    Strategy("nowait-retry", "SELECT ... FOR UPDATE NOWAIT: fail at once on a locked row, back off, retry",
-             LockingSelect(" FOR UPDATE NOWAIT")),
-    Strategy("update-limit", "UPDATE ... WHERE state = 'queued' ORDER BY id LIMIT k, then read the rows back",
-             UpdateLimit()),
-    Strategy("lease", "claim and commit (running, lease, owner token), work outside the transaction, "
-             "complete where the token still matches; expired leases are claimed again", Lease(False), lease_ms=1000.0),
-    Strategy("lease-heartbeat", "lease, kept short and extended by the worker while it works",
-             Lease(True), lease_ms=250.0),
-    Strategy("no-lock", "plain SELECT then UPDATE: the broken claim; the invariant check catches it",
-             LockingSelect(""), swept=False, broken=True),
-    Strategy("own-rows", "each worker locks rows of its own: no contention, the ceiling", OwnRows(),
-             swept=False, ceiling=True),
-)
-STRATEGIES = {s.name: s for s in REGISTRY}
+RECIPES = {
+    "select": lambda strategy: LockingSelect(strategy.clause),
+    "update-limit": lambda strategy: UpdateLimit(),
+    "own-rows": lambda strategy: OwnRows(),
+    "lease": lambda strategy: Lease(strategy.heartbeat),
+}
 
 
 def _id_list(ids: list[int]) -> str:
@@ -241,7 +213,7 @@ class Claimer:
         self.spec = spec
         self.shared = shared
         self.strategy = STRATEGIES[spec.strategy]
-        self.recipe = self.strategy.recipe
+        self.recipe = RECIPES[self.strategy.claim](self.strategy)
         self.token = 0  # the owner token of the current lease
         self.base = spec.index * N_FIELDS
         self.completed_jobs = 0

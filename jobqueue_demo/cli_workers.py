@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from .claimers import REGISTRY
+from .strategies import REGISTRY
 from .cli import DSN_HELP, app
 from .errors import EXIT_MISMATCH
 

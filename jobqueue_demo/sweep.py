@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from .errors import UsageError
 from .server import ServerInfo
-from .claimers import REGISTRY
+from .strategies import REGISTRY
 from .workers import ISOLATIONS, MAX_WORKERS, WorkersConfig, WorkersSummary, run_workers, validate
 
 CEILING = next(s.name for s in REGISTRY if s.ceiling)

@@ -26,12 +26,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from . import claimers
-from .claimers import MAX_BATCH, STRATEGIES, Field, Phase, Shared, WorkerDone, WorkerFailed, WorkerSpec
+from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed, WorkerSpec
 from .lifeline import RUN_PID_ENV
 from .errors import ServerError, UsageError
 from .scenario import ISOLATION_LEVELS
 from .server import ServerInfo
 from .stall import WorkersStuck, diagnose
+from .strategies import STRATEGIES
 
 ISOLATIONS = ("read-committed", "repeatable-read")
 MAX_WORKERS = 64

@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from conftest import LOCAL_DSN, ROOT, cli, local_server_reachable, scratch_databases
-from jobqueue_demo.claimers import REGISTRY
+from jobqueue_demo.strategies import REGISTRY
 from jobqueue_demo.errors import UsageError
 from jobqueue_demo.stall import diagnose
 from jobqueue_demo.workers import Scratch, WorkersConfig, check, run_workers, validate
