@@ -440,3 +440,24 @@ def _connections_left(threads: set[int]) -> set[int]:
                 time.sleep(0.05)
         finally:
             conn.close()
+
+
+def test_cli_bench_with_kills_spares_the_ceiling_and_counts_what_ran_twice():
+    done = cli(
+        "bench", "--jobs", "20", "--workers", "2", "--strategies", "skip-locked,lease-heartbeat", "--isolation",
+        "read-committed", "--kill", "1", "--work-ms", "2", "--plot", "", "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {r["strategy"]: r for r in json.loads(done.stdout)["rows"]}
+    assert rows["own-rows"]["killed"] == 0
+    for name in ("skip-locked", "lease-heartbeat"):
+        assert rows[name]["killed"] == 1 and rows[name]["invariants_hold"]
+        assert rows[name]["external_duplicates"] >= 1 and rows[name]["rerun_ms"][0] is not None
+
+
+def test_bench_says_how_far_it_is_off_a_terminal():
+    done = cli("bench", "--jobs", "10", "--workers", "1", "--strategies", "skip-locked", "--isolation", "read-committed",
+               "--plot", "")
+    assert done.returncode == 0, done.stderr
+    assert "-- 1 of 2, about " in done.stderr and " s left" in done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "invariants hold in all 2 runs: no job lost, none done twice"
