@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-from .errors import StuckError
+from .errors import ServerError, StuckError
 from .waits import THREAD_ID, TRX_HEADER
 
 WAITING_MODE = re.compile(r"trx id \d+ (lock[ _]mode \S+[^\n]*?) waiting")
@@ -73,10 +73,14 @@ def diagnose(scratch, threads: dict[int, int]) -> Diagnosis:
     """The lock waits of the run's workers (`threads`: server thread id -> worker index)."""
     if not threads:
         return Diagnosis(note="no worker is running")
-    if scratch.server.flavor == "MySQL":
-        waits = _mysql_waits(scratch, threads)
-    else:
-        waits = _mariadb_waits(scratch, threads, _waiting_modes(scratch))
+    try:
+        if scratch.server.flavor == "MySQL":
+            waits = _mysql_waits(scratch, threads)
+        else:
+            waits = _mariadb_waits(scratch, threads, _waiting_modes(scratch))
+    except ServerError as exc:
+        # e.g. a DSN user without PROCESS: the stall is still reported, with what is missing.
+        return Diagnosis(note=f"the server did not show its locks ({exc})")
     return Diagnosis(waits=sorted(waits, key=lambda w: (-w.waiter_active_s, w.waiter)), note=_note(waits))
 
 
