@@ -444,7 +444,7 @@ def _connections_left(threads: set[int]) -> set[int]:
 
 def test_cli_bench_with_kills_spares_the_ceiling_and_counts_what_ran_twice():
     done = cli(
-        "bench", "--jobs", "20", "--workers", "2", "--strategies", "skip-locked,lease-heartbeat", "--isolation",
+        "bench", "--jobs", "60", "--workers", "2", "--strategies", "skip-locked,lease-heartbeat", "--isolation",
         "read-committed", "--kill", "1", "--work-ms", "2", "--plot", "", "--json",
     )
     assert done.returncode == 0, done.stderr
