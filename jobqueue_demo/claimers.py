@@ -8,7 +8,6 @@ parent can read them live and they survive a SIGKILL.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import random
 import signal
@@ -20,7 +19,9 @@ from typing import NoReturn
 import MySQLdb
 
 from . import mysql_errors as errs
-from .server import PR_SET_PDEATHSIG, ConnectParams
+from .lifeline import die_with_parent
+from .server import ConnectParams
+from .strategies import STRATEGIES
 
 # A worker that waits this long for one row lock retries instead of hanging the run;
 # the server default (50 s) would make a stuck demo look frozen.
@@ -46,6 +47,7 @@ class Field(enum.IntEnum):
     PHASE = 10
     THREAD_ID = 11
     HELD = 12
+    LEASES_LOST = 13  # a lease that expired while its worker still worked: the job ran twice
 
 
 N_FIELDS = len(Field)
@@ -81,6 +83,7 @@ class WorkerSpec:
     idempotency_key: bool
     workers: int
     jobs: int
+    lease_ms: float = 0.0
 
 
 @dataclass
@@ -153,13 +156,46 @@ class OwnRows:
         return True
 
 
-STRATEGIES = {
-    "skip-locked": LockingSelect(" FOR UPDATE SKIP LOCKED"),
-    "for-update": LockingSelect(" FOR UPDATE"),
-    "nowait-retry": LockingSelect(" FOR UPDATE NOWAIT"),
-    "update-limit": UpdateLimit(),
-    "no-lock": LockingSelect(""),
-    "own-rows": OwnRows(),
+class Lease:
+    """Claim in a short transaction of its own: mark the jobs `running` under a lease and an owner
+    token, commit, then work outside any transaction; a job whose lease expired is claimed again.
+
+    With `heartbeat` the worker extends its lease while it works, so the lease can be short
+    whatever the job's length.
+    """
+
+    nowait = False
+
+    def __init__(self, heartbeat: bool):
+        self.heartbeat = heartbeat
+
+    def claim(self, worker: Claimer) -> list[int]:
+        return self.expired(worker) or worker.ids(
+            f"SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT {worker.spec.batch} FOR UPDATE SKIP LOCKED"
+        )
+
+    def expired(self, worker: Claimer) -> list[int]:
+        # A plain read finds the candidates, then a locking read by primary key takes record locks
+        # only: a locking scan of the `running` range would gap-lock the place where other
+        # workers' claims insert their ('running', id) entries, the shape docs/workers.md explains.
+        batch = worker.spec.batch
+        found = worker.ids(f"SELECT id FROM jobs WHERE state = 'running' AND lease_until < NOW(6) LIMIT {batch}")
+        if not found:
+            return []
+        return worker.ids(
+            f"SELECT id FROM jobs WHERE id IN ({_id_list(found)}) AND state = 'running'"
+            " AND lease_until < NOW(6) FOR UPDATE SKIP LOCKED"
+        )
+
+    def exhausted(self, worker: Claimer) -> bool:
+        return not worker.jobs_remain()
+
+
+RECIPES = {
+    "select": lambda strategy: LockingSelect(strategy.clause),
+    "update-limit": lambda strategy: UpdateLimit(),
+    "own-rows": lambda strategy: OwnRows(),
+    "lease": lambda strategy: Lease(strategy.heartbeat),
 }
 
 
@@ -177,6 +213,8 @@ class Claimer:
         self.spec = spec
         self.shared = shared
         self.strategy = STRATEGIES[spec.strategy]
+        self.recipe = RECIPES[self.strategy.claim](self.strategy)
+        self.token = 0  # the owner token of the current lease
         self.base = spec.index * N_FIELDS
         self.completed_jobs = 0
         self.failures_in_a_row = 0
@@ -236,7 +274,7 @@ class Claimer:
                 continue
             if held:
                 looking, empties = time.monotonic(), 0
-            elif self.strategy.exhausted(self):
+            elif self.recipe.exhausted(self):
                 return
             else:
                 empties += 1
@@ -247,19 +285,22 @@ class Claimer:
         """One transaction; False when there was nothing to claim. Raises Retry after a lock error."""
         try:
             self.execute("BEGIN")
-            ids = self.strategy.claim(self)
+            ids = self.recipe.claim(self)
             self.bump(Field.CLAIMS)
             if not ids:
                 self.execute("ROLLBACK")
                 self.bump(Field.EMPTY)
                 return False
             claimed = time.monotonic()
+            if self.strategy.lease:
+                self.take_lease(ids)
             self.write_effects(ids)
             # Killable from here to the commit: a kill now leaves an effect whose job is
             # redone, the case the external-duplicates count is about.
             self.hold(ids)
-            if self.spec.work_ms:
-                time.sleep(self.spec.work_ms / 1000)
+            self.work(ids)
+            if self.strategy.lease:
+                ids = self.still_leased(ids)
             self.complete(ids)
         except MySQLdb.MySQLError as exc:
             self.rolled_back(exc)
@@ -267,12 +308,48 @@ class Claimer:
         self.failures_in_a_row = 0
         return True
 
+    def take_lease(self, ids: list[int]) -> None:
+        """Mark the claimed jobs running under a fresh lease and token, and commit the claim."""
+        self.token = random.getrandbits(62)
+        self.execute(
+            f"UPDATE jobs SET state = 'running', worker = {self.spec.index}, token = {self.token}, "
+            f"lease_until = {self._lease_end()} WHERE id IN ({_id_list(ids)})"
+        )
+        self.execute("COMMIT")
+
+    def _lease_end(self) -> str:
+        return f"NOW(6) + INTERVAL {round(self.spec.lease_ms * 1000)} MICROSECOND"
+
+    def work(self, ids: list[int]) -> None:
+        """The simulated job; a heartbeat worker extends its lease a few times per lease period."""
+        left = self.spec.work_ms / 1000
+        beat = self.spec.lease_ms / 3000 if self.strategy.lease and self.recipe.heartbeat else left
+        while left > 0:
+            pause = min(left, beat)
+            time.sleep(pause)
+            left -= pause
+            if left > 0:
+                self.execute(
+                    f"UPDATE jobs SET lease_until = {self._lease_end()} "
+                    f"WHERE id IN ({_id_list(ids)}) AND token = {self.token}"
+                )
+
+    def still_leased(self, ids: list[int]) -> list[int]:
+        """Open the completing transaction and keep the jobs whose lease is still ours."""
+        self.execute("BEGIN")
+        mine = self.ids(f"SELECT id FROM jobs WHERE id IN ({_id_list(ids)}) AND token = {self.token} FOR UPDATE")
+        self.bump(Field.LEASES_LOST, len(ids) - len(mine))
+        return mine
+
     def write_effects(self, ids: list[int]) -> None:
         """The job's outside-world effect: it stays even if the claim is rolled back."""
         for job in ids:
             key = job if self.spec.idempotency_key else "NULL"
             try:
-                sql = f"INSERT INTO effects (job_id, worker, idem_key) VALUES ({job}, {self.spec.index}, {key})"
+                sql = (
+                    f"INSERT INTO effects (job_id, worker, idem_key, at_s) "
+                    f"VALUES ({job}, {self.spec.index}, {key}, {time.time():.6f})"
+                )
                 self.effects.query(sql.encode())
                 self.bump(Field.EFFECTS)
             except MySQLdb.IntegrityError as exc:
@@ -281,10 +358,11 @@ class Claimer:
                 self.bump(Field.DEDUPLICATED)
 
     def complete(self, ids: list[int]) -> None:
-        listed = _id_list(ids)
-        self.execute(f"UPDATE jobs SET state = 'done', worker = {self.spec.index} WHERE id IN ({listed})")
-        rows = ", ".join(f"({job}, {self.spec.index})" for job in ids)
-        self.execute(f"INSERT INTO completions (job_id, worker) VALUES {rows}")
+        if ids:
+            listed = _id_list(ids)
+            self.execute(f"UPDATE jobs SET state = 'done', worker = {self.spec.index} WHERE id IN ({listed})")
+            rows = ", ".join(f"({job}, {self.spec.index})" for job in ids)
+            self.execute(f"INSERT INTO completions (job_id, worker) VALUES {rows}")
         # The parent kills only while holding this lock and seeing IN_TXN, so a killed worker
         # never committed, and no worker dies holding the lock.
         with self.shared.commit_locks[self.spec.index]:
@@ -319,7 +397,7 @@ class Claimer:
             return Field.DEADLOCKS
         if errno == errs.ER_DUP_ENTRY:
             return Field.DUPLICATED
-        if errno == errs.ER_LOCK_NOWAIT or (errno == errs.ER_LOCK_WAIT_TIMEOUT and self.strategy.nowait):
+        if errno == errs.ER_LOCK_NOWAIT or (errno == errs.ER_LOCK_WAIT_TIMEOUT and self.recipe.nowait):
             return Field.NOWAIT_FAILURES
         if errno == errs.ER_LOCK_WAIT_TIMEOUT:
             return Field.LOCK_TIMEOUTS
@@ -351,16 +429,9 @@ def worker_main(spec: WorkerSpec, shared: Shared, results) -> None:
 
 
 def _die_with_forkserver() -> None:
-    """Get SIGKILL when our parent, the forkserver, exits: it does when the run's process dies.
-
-    Linux only (prctl PR_SET_PDEATHSIG); elsewhere a worker of a killed run finishes the queue.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    """Get SIGKILL when the forkserver exits, which it does when the run's process dies."""
+    preloaded = sys.modules.get("jobqueue_demo.forkserver_lifeline")
+    die_with_parent(preloaded.PID if preloaded is not None else 0)
 
 
 def _describe(exc: Exception) -> str:

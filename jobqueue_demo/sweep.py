@@ -13,12 +13,17 @@ from dataclasses import asdict, dataclass, field
 
 from .errors import UsageError
 from .server import ServerInfo
-from .workers import ISOLATIONS, MAX_WORKERS, STRATEGIES, WorkersConfig, WorkersSummary, run_workers, validate
+from .strategies import REGISTRY
+from .workers import ISOLATIONS, MAX_WORKERS, WorkersConfig, WorkersSummary, run_workers, validate
 
-CEILING = "own-rows"
-SWEPT_STRATEGIES = ("skip-locked", "for-update", "nowait-retry", "update-limit")
-SWEEPABLE = tuple(name for name in STRATEGIES if name != CEILING)
+CEILING = next(s.name for s in REGISTRY if s.ceiling)
+SWEPT_STRATEGIES = tuple(s.name for s in REGISTRY if s.swept)
+SWEEPABLE = tuple(s.name for s in REGISTRY if not s.ceiling)
 WORKER_COUNTS = (1, 2, 4, 8, 16)
+# The default sweep finishes in about a minute on two cores; --full runs WORKER_COUNTS x FULL_JOBS.
+QUICK_WORKERS = (2, 8)
+QUICK_JOBS = 400
+FULL_JOBS = 1000
 HEADLINE_WORKERS = 8
 MAX_REPEAT = 20
 
@@ -32,6 +37,11 @@ class SweepConfig:
     batch: int = 1
     work_ms: float = 1.0
     repeat: int = 1
+    kill: int = 0
+
+    @property
+    def runs(self) -> int:
+        return len(self.isolations) * len(self.workers) * (1 + len(self.strategies)) * self.repeat
 
 
 def parse_names(text: str, known: tuple[str, ...] | dict, what: str) -> tuple[str, ...]:
@@ -55,6 +65,8 @@ def parse_counts(text: str) -> tuple[int, ...]:
 def validate_sweep(config: SweepConfig) -> None:
     if not 1 <= config.repeat <= MAX_REPEAT:
         raise UsageError(f"--repeat must be from 1 to {MAX_REPEAT}, got {config.repeat}")
+    if config.kill and min(config.workers) < 2:
+        raise UsageError("--kill needs at least 2 workers in every step, so that a worker survives")
     for strategy in (CEILING, *config.strategies):
         for isolation in config.isolations:
             validate(_step_config(config, strategy, isolation, max(config.workers)))
@@ -84,6 +96,7 @@ class SweepResult:
     work_ms: float
     batch: int
     repeat: int
+    kill: int
     rows: list[SweepRow]
     headlines: list[Headline] = field(default_factory=list)
     deadlocks: dict[str, int] = field(default_factory=dict)  # isolation -> all strategies' deadlocks
@@ -95,6 +108,7 @@ class SweepResult:
             "work_ms": self.work_ms,
             "batch": self.batch,
             "repeat": self.repeat,
+            "kill": self.kill,
             "rows": [row.record() for row in self.rows],
             "headlines": [asdict(h) for h in self.headlines],
             "deadlocks": self.deadlocks,
@@ -102,22 +116,30 @@ class SweepResult:
 
 
 def _step_config(config: SweepConfig, strategy: str, isolation: str, workers: int) -> WorkersConfig:
+    # The ceiling's rows are nobody else's: a killed worker's would never be done.
+    kill = 0 if strategy == CEILING else min(config.kill, workers - 1)
     return WorkersConfig(
-        strategy=strategy, isolation=isolation, workers=workers, jobs=config.jobs, batch=config.batch, work_ms=config.work_ms
+        strategy=strategy, isolation=isolation, workers=workers, jobs=config.jobs, batch=config.batch,
+        work_ms=config.work_ms, kill=kill,
     )
 
 
 RowCallback = Callable[[SweepRow], None]
+StepCallback = Callable[[int, str], None]  # runs done so far, the run about to start
 
 
-def sweep(config: SweepConfig, server: ServerInfo, on_row: RowCallback | None = None) -> SweepResult:
+def sweep(
+    config: SweepConfig, server: ServerInfo, on_row: RowCallback | None = None, on_step: StepCallback | None = None
+) -> SweepResult:
     """Run every step; each (isolation, workers) group starts with its ceiling."""
     validate_sweep(config)
     rows = []
+    counter = _Counter(on_step)
     for isolation in config.isolations:
         for workers in config.workers:
-            rows.extend(_group(config, server, isolation, workers, on_row))
-    result = SweepResult(server.label, config.jobs, config.work_ms, config.batch, config.repeat, rows)
+            rows.extend(_group(config, server, isolation, workers, on_row, counter))
+    counter.step("done")
+    result = SweepResult(server.label, config.jobs, config.work_ms, config.batch, config.repeat, config.kill, rows)
     result.headlines = [_headline(rows, isolation, config.workers) for isolation in config.isolations]
     result.deadlocks = {
         i: sum(r.run.deadlocks for r in rows if r.run.isolation == i and r.run.strategy != CEILING) for i in config.isolations
@@ -125,13 +147,25 @@ def sweep(config: SweepConfig, server: ServerInfo, on_row: RowCallback | None = 
     return result
 
 
-def _group(config: SweepConfig, server: ServerInfo, isolation: str, workers: int, on_row) -> list[SweepRow]:
+@dataclass
+class _Counter:
+    on_step: StepCallback | None
+    done: int = 0
+
+    def step(self, label: str) -> None:
+        if self.on_step is not None:
+            self.on_step(self.done, label)
+
+
+def _group(config: SweepConfig, server: ServerInfo, isolation: str, workers: int, on_row, counter) -> list[SweepRow]:
     """The ceiling and each strategy at one worker count; repeats interleave, the median run counts."""
     names = (CEILING, *config.strategies)
     runs: dict[str, list[WorkersSummary]] = {name: [] for name in names}
     for _ in range(config.repeat):
         for name in names:
+            counter.step(f"{isolation} {name} x{workers}")
             runs[name].append(run_workers(_step_config(config, name, isolation, workers), server))
+            counter.done += 1
     medians = {name: _median_run(found) for name, found in runs.items()}
     ceiling = medians[CEILING].jobs_per_s
     rows = [_row(medians[name], ceiling) for name in names]

@@ -27,24 +27,20 @@ from pathlib import Path
 
 from . import claimers
 from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed, WorkerSpec
-from .errors import ServerError, StuckError, UsageError
+from .errors import ServerError, UsageError
+from .lifeline import RUN_PID_ENV
 from .owner import hold_for_life
 from .scenario import ISOLATION_LEVELS
 from .scratch import ScratchDatabase
 from .server import ServerInfo
+from .stall import WorkersStuck, diagnose
+from .strategies import STRATEGIES
 
-STRATEGIES = {
-    "skip-locked": "SELECT ... FOR UPDATE SKIP LOCKED: lock the first unlocked queued row",
-    "for-update": "SELECT ... FOR UPDATE: wait for the first queued row's lock",
-    "nowait-retry": "SELECT ... FOR UPDATE NOWAIT: fail at once on a locked row, back off, retry",
-    "update-limit": "UPDATE ... WHERE state = 'queued' ORDER BY id LIMIT k, then read the rows back",
-    "no-lock": "plain SELECT then UPDATE: the broken claim; the invariant check catches it",
-    "own-rows": "each worker locks rows of its own: no contention, the ceiling",
-}
 ISOLATIONS = ("read-committed", "repeatable-read")
 MAX_WORKERS = 64
 MAX_JOBS = 1_000_000
 MAX_WORK_MS = 10_000
+MAX_LEASE_MS = 600_000
 INSERT_CHUNK = 5000
 READY_TIMEOUT_S = 30.0
 # A run with no completed job for this long is stuck (or the server is); long enough for
@@ -60,15 +56,30 @@ NOTICE_TIMEOUT_S = 30.0
 # Kills land between 10 % and 60 % of the jobs, so there is work left for the others.
 KILL_WINDOW = (0.1, 0.6)
 
-SCHEMA = (
-    "CREATE TABLE jobs (id INT PRIMARY KEY, state VARCHAR(8) NOT NULL DEFAULT 'queued',"
-    " worker INT NULL, KEY state_id (state, id)) ENGINE=InnoDB",
-    # The primary key on job_id is the check: a second completion of a job fails with 1062.
-    "CREATE TABLE completions (job_id INT PRIMARY KEY, worker INT NOT NULL) ENGINE=InnoDB",
-    # idem_key is NULL (no key) or the job id; NULLs never collide in a UNIQUE index.
-    "CREATE TABLE effects (seq BIGINT AUTO_INCREMENT PRIMARY KEY, job_id INT NOT NULL,"
-    " worker INT NOT NULL, idem_key INT NULL, UNIQUE KEY (idem_key)) ENGINE=InnoDB",
-)
+# How `state` sorts in the (state, id) index. An ENUM sorts by its list: 'done' entries go
+# after every queued one, away from where claims lock. A VARCHAR sorts 'done' < 'queued', so
+# each completion inserts its ('done', id) entry into the gap in front of the queued entries,
+# which every claim under REPEATABLE READ gap-locks: the livelock docs/workers.md explains.
+STATE_TYPES = {
+    "done-last": "ENUM('queued', 'running', 'done')",
+    "done-first": "VARCHAR(8)",
+}
+
+
+def schema(state_order: str = "done-last") -> tuple[str, ...]:
+    return (
+        f"CREATE TABLE jobs (id INT PRIMARY KEY, state {STATE_TYPES[state_order]} NOT NULL DEFAULT 'queued',"
+        " worker INT NULL, lease_until DATETIME(6) NULL, token BIGINT NULL, KEY state_id (state, id)) ENGINE=InnoDB",
+        # The primary key on job_id is the check: a second completion of a job fails with 1062.
+        "CREATE TABLE completions (job_id INT PRIMARY KEY, worker INT NOT NULL) ENGINE=InnoDB",
+        # idem_key is NULL (no key) or the job id; NULLs never collide in a UNIQUE index. at_s is
+        # the worker's clock (time.time()) when it claimed the job: how soon a killed job ran again.
+        "CREATE TABLE effects (seq BIGINT AUTO_INCREMENT PRIMARY KEY, job_id INT NOT NULL,"
+        " worker INT NOT NULL, idem_key INT NULL, at_s DOUBLE NOT NULL DEFAULT 0, UNIQUE KEY (idem_key)) ENGINE=InnoDB",
+    )
+
+
+SCHEMA = schema()
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,17 @@ class WorkersConfig:
     work_ms: float = 1.0
     kill: int = 0
     idempotency_key: bool = False
+    state_order: str = "done-last"
+    lease_ms: float | None = None  # None: the strategy's default
+    stall_s: float = STALL_S
+
+    @property
+    def lease(self) -> float:
+        """The lease in ms for the lease strategies, 0 for the others."""
+        strategy = STRATEGIES[self.strategy]
+        if not strategy.lease:
+            return 0.0
+        return strategy.lease_ms if self.lease_ms is None else self.lease_ms
 
 
 def validate(config: WorkersConfig) -> None:
@@ -95,8 +117,12 @@ def validate(config: WorkersConfig) -> None:
     _in_range("work-ms", config.work_ms, 0, MAX_WORK_MS)
     if not 0 <= config.kill < config.workers:
         raise UsageError(f"--kill must be from 0 to {config.workers - 1} so that a worker survives, got {config.kill}")
-    if config.kill and config.strategy == "own-rows":
-        raise UsageError("own-rows cannot take --kill: no other worker ever claims a killed worker's rows")
+    if config.kill and STRATEGIES[config.strategy].ceiling:
+        raise UsageError(f"{config.strategy} cannot take --kill: no other worker ever claims a killed worker's rows")
+    if config.state_order not in STATE_TYPES:
+        raise UsageError(f"unknown state order {config.state_order!r}: choose from {', '.join(STATE_TYPES)}")
+    if config.lease_ms is not None:
+        _in_range("lease-ms", config.lease_ms, 1, MAX_LEASE_MS)
 
 
 def _in_range(name: str, value: float, low: float, high: float) -> None:
@@ -118,6 +144,7 @@ class WorkerView:
     lock_timeouts: int
     nowait_failures: int
     retries: int
+    leases_lost: int = 0
 
 
 @dataclass(frozen=True)
@@ -128,6 +155,7 @@ class Progress:
     workers: list[WorkerView]
     row_lock_waits: int
     killed: int
+    row_lock_waits_scope: str = "server-wide"
 
     @property
     def jobs_per_s(self) -> float:
@@ -141,6 +169,7 @@ class Kill:
     at: float
     held: tuple[int, ...]
     noticed_ms: float | None = None
+    wall: float = field(default_factory=time.time)  # the workers' clock, to compare with effects.at_s
 
 
 @dataclass
@@ -161,10 +190,12 @@ class WorkersSummary:
     lock_wait_timeouts: int
     nowait_failures: int
     row_lock_waits: int
+    row_lock_waits_scope: str
     empty_claims: int
     retries: int
     killed: int
     notice_ms: list[float]
+    rerun_ms: list[float | None]
     reclaimed: int
     lost: int
     duplicated: int
@@ -172,17 +203,30 @@ class WorkersSummary:
     external_duplicates: int
     deduplicated: int
     idempotency_key: bool
+    leases_lost: int
+    lease_ms: float
+    state_order: str
     per_worker: list[WorkerView] = field(default_factory=list)
 
     @property
     def invariants_hold(self) -> bool:
         return self.lost == 0 and self.duplicated == 0 and self.completed == self.jobs
 
+    @property
+    def verdict(self) -> str:
+        """One line that says whether the run kept its promises."""
+        if self.invariants_hold:
+            return "invariants hold: no job lost, none done twice"
+        return (
+            f"invariants violated: {self.lost} lost, {self.duplicated} second completion(s), "
+            f"{self.completed} of {self.jobs} completed"
+        )
+
     def record(self) -> dict:
-        """The summary as flat JSON-ready values (per-worker rows left out)."""
+        """The summary as flat JSON-ready values, per-worker rows included."""
         out = asdict(self)
-        del out["per_worker"]
         out["invariants_hold"] = self.invariants_hold
+        out["verdict"] = self.verdict
         return out
 
 
@@ -226,9 +270,9 @@ class Scratch:
     def value(self, sql: str) -> int:
         return int(self.rows(sql)[0][-1] or 0)
 
-    def prepare(self, jobs: int) -> None:
+    def prepare(self, jobs: int, tables: tuple[str, ...] = SCHEMA) -> None:
         self.execute(f"USE `{self.name}`")
-        for sql in SCHEMA:
+        for sql in tables:
             self.execute(sql)
         for first in range(1, jobs + 1, INSERT_CHUNK):
             ids = range(first, min(first + INSERT_CHUNK, jobs + 1))
@@ -258,6 +302,7 @@ class Check:
     effects: int
     external_duplicates: int
     reclaimed: int
+    rerun_ms: list[float | None]
 
 
 def check(scratch: Scratch, kills: list[Kill]) -> Check:
@@ -272,7 +317,17 @@ def check(scratch: Scratch, kills: list[Kill]) -> Check:
         effects=effects,
         external_duplicates=effects - scratch.value("SELECT COUNT(DISTINCT job_id) FROM effects"),
         reclaimed=sum(_reclaimed(scratch, kill) for kill in kills),
+        rerun_ms=[_rerun_ms(scratch, kill) for kill in kills],
     )
+
+
+def _rerun_ms(scratch: Scratch, kill: Kill) -> float | None:
+    """From a kill to the first time another worker claimed (and so ran) a job it held."""
+    if not kill.held:
+        return None
+    listed = ", ".join(str(j) for j in kill.held)
+    first = scratch.rows(f"SELECT MIN(at_s) FROM effects WHERE job_id IN ({listed}) AND worker <> {kill.worker}")
+    return None if not first or first[0][0] is None else round((float(first[0][0]) - kill.wall) * 1000, 1)
 
 
 def _reclaimed(scratch: Scratch, kill: Kill) -> int:
@@ -287,7 +342,8 @@ def _reclaimed(scratch: Scratch, kill: Kill) -> int:
 
 
 VIEW_FIELDS = (
-    Field.COMPLETED, Field.CLAIMS, Field.EMPTY, Field.DEADLOCKS, Field.LOCK_TIMEOUTS, Field.NOWAIT_FAILURES, Field.RETRIES
+    Field.COMPLETED, Field.CLAIMS, Field.EMPTY, Field.DEADLOCKS, Field.LOCK_TIMEOUTS, Field.NOWAIT_FAILURES, Field.RETRIES,
+    Field.LEASES_LOST,
 )
 _GONE = object()  # a worker's pipe closed with no message: the process died
 
@@ -299,7 +355,9 @@ def _context():
     # the marker lets a later run's sweep tell it from live ones (and from other programs').
     hold_for_life(Path(multiprocessing.util.get_temp_dir()))
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["__main__", "jobqueue_demo.claimers"])
+    # The forkserver starts once per process and reads this then; see lifeline.py.
+    os.environ[RUN_PID_ENV] = str(os.getpid())
+    ctx.set_forkserver_preload(["jobqueue_demo.forkserver_lifeline", "__main__", "jobqueue_demo.claimers"])
     return ctx
 
 
@@ -479,10 +537,14 @@ ProgressCallback = Callable[[Progress], None]
 
 
 def run_workers(config: WorkersConfig, server: ServerInfo, on_progress: ProgressCallback | None = None) -> WorkersSummary:
-    """Run the workers to the end in a scratch database and return the checked summary."""
+    """Run the workers to the end in a scratch database and return the checked summary.
+
+    Raises WorkersStuck, with the server's waits-for picture, when no job completes for
+    `config.stall_s`.
+    """
     validate(config)
     with Scratch(server) as scratch:
-        scratch.prepare(config.jobs)
+        scratch.prepare(config.jobs, schema(config.state_order))
         crew = Crew(config.workers)
         try:
             return _run(config, server, scratch, crew, on_progress)
@@ -504,6 +566,11 @@ def _run(config: WorkersConfig, server: ServerInfo, scratch: Scratch, crew: Crew
     return _summary(config, server, crew, check(scratch, killer.kills), killer.kills, max(ended - started, 1e-9), waits)
 
 
+def row_lock_waits_scope(server: ServerInfo) -> str:
+    """Innodb_row_lock_waits is a global counter: exact on a private server, server-wide otherwise."""
+    return "this run" if server.embedded else "server-wide"
+
+
 def _specs(config: WorkersConfig, server: ServerInfo, database: str) -> list[WorkerSpec]:
     isolation = f"SET SESSION {server.isolation_variable} = '{ISOLATION_LEVELS[config.isolation]}'"
     return [
@@ -518,6 +585,7 @@ def _specs(config: WorkersConfig, server: ServerInfo, database: str) -> list[Wor
             idempotency_key=config.idempotency_key,
             workers=config.workers,
             jobs=config.jobs,
+            lease_ms=config.lease,
         )
         for i in range(config.workers)
     ]
@@ -545,8 +613,11 @@ def _supervise(crew: Crew, scratch: Scratch, killer: Killer, watch: _Watch) -> N
         now = time.monotonic()
         if completed != watch.last_completed:
             watch.last_completed, watch.last_change = completed, now
-        elif now - watch.last_change > STALL_S:
-            raise StuckError(f"no job completed for {STALL_S:.0f} s ({completed} of {watch.config.jobs} done)")
+        elif now - watch.last_change > watch.config.stall_s:
+            raise WorkersStuck(
+                f"no job completed for {watch.config.stall_s:g} s ({completed} of {watch.config.jobs} done)",
+                diagnose(scratch, _worker_threads(crew)),
+            )
         if watch.on_progress is not None and now - watch.last_report >= PROGRESS_EVERY_S:
             watch.on_progress(_progress(crew, scratch, killer, watch, now))
             watch.last_report = now
@@ -561,7 +632,17 @@ def _progress(crew: Crew, scratch: Scratch, killer: Killer, watch: _Watch, now: 
         workers=crew.views(),
         row_lock_waits=scratch.row_lock_waits() - watch.waits_before,
         killed=len(killer.kills),
+        row_lock_waits_scope=row_lock_waits_scope(scratch.server),
     )
+
+
+def _worker_threads(crew: Crew) -> dict[int, int]:
+    """Server thread id -> worker index, for the workers that still run."""
+    return {
+        crew.counter(i, Field.THREAD_ID): i
+        for i in range(crew.size)
+        if crew.states[i] == "running" and crew.counter(i, Field.THREAD_ID)
+    }
 
 
 def _summary(
@@ -584,10 +665,12 @@ def _summary(
         lock_wait_timeouts=crew.total(Field.LOCK_TIMEOUTS),
         nowait_failures=crew.total(Field.NOWAIT_FAILURES),
         row_lock_waits=waits,
+        row_lock_waits_scope=row_lock_waits_scope(server),
         empty_claims=crew.total(Field.EMPTY),
         retries=crew.total(Field.RETRIES),
         killed=len(kills),
         notice_ms=[k.noticed_ms for k in kills],
+        rerun_ms=checked.rerun_ms,
         reclaimed=checked.reclaimed,
         lost=checked.lost,
         duplicated=crew.total(Field.DUPLICATED),
@@ -595,5 +678,8 @@ def _summary(
         external_duplicates=checked.external_duplicates,
         deduplicated=crew.total(Field.DEDUPLICATED),
         idempotency_key=config.idempotency_key,
+        leases_lost=crew.total(Field.LEASES_LOST),
+        lease_ms=config.lease,
+        state_order=config.state_order,
         per_worker=crew.views(),
     )

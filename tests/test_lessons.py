@@ -187,3 +187,12 @@ def test_disconnected_worker_email_survives_its_rollback(server):
     report = run("disconnect-worker", server)
     assert report.mismatches == []
     assert completed(report, comment="but B's email is still sent")[0].result.rows == (("Your invoice (job 2)",),)
+
+
+def test_supremum_wait_completion_waits_only_when_done_sorts_first(server):
+    report = run("supremum-wait", server)
+    assert report.mismatches == []
+    (waiting,) = waits(report)
+    assert (waiting.session, waiting.kind) == ("B", "row lock")
+    assert waiting.comment == "B never touched job 2, yet it waits for A"
+    assert completed(report, comment="only now can B's completion go in")[0].result is not None

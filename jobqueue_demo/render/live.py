@@ -3,39 +3,115 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 
+from rich import box
 from rich.console import Console
 from rich.live import Live
+from rich.measure import Measurement
+from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from ..sweep import SweepResult, SweepRow
 from .table import format_table
-from ..workers import Progress, WorkersSummary
+from ..workers import Progress, WorkerView, WorkersSummary
 
 REFRESH_PER_S = 4
+# Short runs finish before a live display would help; it appears once a run passes this.
+SHOW_AFTER_S = 2.0
+# The per-worker columns, most wanted first: at a narrow width the last ones are left out
+# (and named in the caption) rather than cutting headings.
+WORKER_COLUMNS = (
+    ("worker", lambda w: str(w.index)),
+    ("state", lambda w: w.state),
+    ("done", lambda w: w.completed),
+    ("claims", lambda w: w.claims),
+    ("deadlocks", lambda w: w.deadlocks),
+    ("retries", lambda w: w.retries),
+    ("empty", lambda w: w.empty),
+    ("timeouts", lambda w: w.lock_timeouts),
+    ("nowait", lambda w: w.nowait_failures),
+    ("leases lost", lambda w: w.leases_lost),
+)
+ALWAYS_SHOWN = 4
 
 
-def progress_table(progress: Progress) -> Table:
-    table = Table(
-        title=f"{progress.completed}/{progress.jobs} jobs  {progress.jobs_per_s:,.0f} jobs/s  "
-        f"{progress.elapsed_s:.1f} s",
-        caption=f"row lock waits (server-wide) {progress.row_lock_waits:,}   killed {progress.killed}",
-    )
-    # Short headings keep nine columns inside an 80-column terminal.
-    for name in ("worker", "state", "done", "claims", "empty", "deadlock", "timeout", "nowait", "retries"):
-        table.add_column(name, justify="left" if name == "state" else "right")
-    for w in progress.workers:
-        counts = (w.completed, w.claims, w.empty, w.deadlocks, w.lock_timeouts, w.nowait_failures, w.retries)
-        table.add_row(str(w.index), w.state, *(f"{n:,}" for n in counts))
+def worker_table(workers: list[WorkerView], width: int, title: str = "", caption: str = "") -> Table:
+    """The per-worker counts with whole headings, as many columns as fit in `width`."""
+    shown = len(WORKER_COLUMNS)
+    while True:
+        table = _worker_table(workers, shown, title, caption)
+        if shown == ALWAYS_SHOWN or _width(table) <= width:
+            return table
+        shown -= 1
+
+
+def _worker_table(workers: list[WorkerView], shown: int, title: str, caption: str) -> Table:
+    hidden = [name for name, _ in WORKER_COLUMNS[shown:]]
+    if hidden:
+        caption = (caption + "\n" if caption else "") + f"not shown (too narrow): {', '.join(hidden)}"
+    table = Table(title=title or None, caption=caption or None, box=box.SIMPLE_HEAD, padding=(0, 1))
+    for name, _ in WORKER_COLUMNS[:shown]:
+        table.add_column(name, justify="left" if name == "state" else "right", no_wrap=True)
+    for w in workers:
+        table.add_row(*(_cell(value(w)) for _, value in WORKER_COLUMNS[:shown]))
     return table
+
+
+def _cell(value) -> str:
+    return f"{value:,}" if isinstance(value, int) else value
+
+
+def _width(table: Table) -> int:
+    console = Console(width=1000)
+    return Measurement.get(console, console.options, table).maximum
+
+
+def progress_table(progress: Progress, width: int = 80) -> Table:
+    return worker_table(
+        progress.workers,
+        width,
+        title=f"{progress.completed}/{progress.jobs} jobs  {progress.jobs_per_s:,.0f} jobs/s  {progress.elapsed_s:.1f} s",
+        caption=f"row lock waits ({progress.row_lock_waits_scope}) {progress.row_lock_waits:,}  killed {progress.killed}",
+    )
 
 
 @contextlib.contextmanager
 def live_progress(console: Console) -> Iterator:
-    """A callback that redraws the progress table in place; the table disappears at the end."""
-    with Live(console=console, refresh_per_second=REFRESH_PER_S, transient=True) as live:
-        yield lambda progress: live.update(progress_table(progress))
+    """A callback that redraws the progress table in place once the run passes SHOW_AFTER_S."""
+    with Live(console=console, refresh_per_second=REFRESH_PER_S, transient=True, auto_refresh=False) as live:
+
+        def show(progress: Progress) -> None:
+            if progress.elapsed_s >= SHOW_AFTER_S:
+                live.update(progress_table(progress, console.width), refresh=True)
+
+        yield show
+
+
+@contextlib.contextmanager
+def bench_progress(console: Console, total: int) -> Iterator:
+    """A callback(done, label) for the sweep: N of M and the time left, shown once the sweep passes SHOW_AFTER_S."""
+    bar = Bar(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("about"), TimeRemainingColumn(),
+        TextColumn("left"), console=console, transient=True,
+    )
+    task = bar.add_task("bench", total=total)
+    started = time.monotonic()
+    shown = False
+
+    def step(done: int, label: str) -> None:
+        nonlocal shown
+        bar.update(task, completed=done, description=label)
+        if not shown and time.monotonic() - started >= SHOW_AFTER_S:
+            bar.start()
+            shown = True
+
+    try:
+        yield step
+    finally:
+        if shown:
+            bar.stop()
 
 
 def _ms(value: float | None) -> str:
@@ -54,7 +130,7 @@ def summary_table(s: WorkersSummary) -> Table:
         ("deadlocks (1213)", f"{s.deadlocks:,}"),
         ("lock wait timeouts (1205)", f"{s.lock_wait_timeouts:,}"),
         ("NOWAIT failures", f"{s.nowait_failures:,}"),
-        ("row lock waits (server-wide)", f"{s.row_lock_waits:,}"),
+        (f"row lock waits ({s.row_lock_waits_scope})", f"{s.row_lock_waits:,}"),
         ("empty claims", f"{s.empty_claims:,}"),
         ("retries", f"{s.retries:,}"),
         ("killed", _killed(s)),
@@ -64,6 +140,8 @@ def summary_table(s: WorkersSummary) -> Table:
     ]
     if s.idempotency_key:
         rows.append(("effects de-duplicated by key", f"{s.deduplicated:,}"))
+    if s.lease_ms:
+        rows.append(("lease / leases lost (ran twice)", f"{s.lease_ms:g} ms / {s.leases_lost:,}"))
     for name, value in rows:
         table.add_row(name, value)
     return table
@@ -73,18 +151,23 @@ def _killed(s: WorkersSummary) -> str:
     if not s.killed:
         return "0"
     noticed = ", ".join(f"{ms:.1f}" for ms in s.notice_ms)
-    return f"{s.killed} (server noticed after {noticed} ms; {s.reclaimed} held job(s) done by others)"
+    rerun = ", ".join("-" if ms is None else f"{ms:.0f}" for ms in s.rerun_ms)
+    return (
+        f"{s.killed} (server noticed after {noticed} ms; held jobs ran again after {rerun} ms; "
+        f"{s.reclaimed} held job(s) done by others)"
+    )
 
 
 def bench_table(result: SweepResult) -> str:
     """The sweep in psql's aligned format: plain text that pipes and diffs well, any width."""
     columns = (
         "isolation", "strategy", "workers", "jobs/s", "of ceiling",
-        "claim p50 ms", "claim p99 ms", "deadlocks", "nowait fails", "retries",
+        "claim p50 ms", "claim p99 ms", "deadlocks", "nowait fails", "retries", "ran twice", "rerun ms",
     )
     rows = [_bench_row(row) for row in result.rows]
-    title = f"jobs/s by strategy and workers: {result.jobs} jobs, work {result.work_ms:g} ms, {result.server}"
-    return title + "\n" + format_table(columns, [False, False] + [True] * 8, rows)
+    killed = f", {result.kill} killed per run" if result.kill else ""
+    title = f"jobs/s by strategy and workers: {result.jobs} jobs, work {result.work_ms:g} ms{killed}, {result.server}"
+    return title + "\n" + format_table(columns, [False, False] + [True] * 10, rows)
 
 
 def _bench_row(row: SweepRow) -> tuple:
@@ -92,7 +175,14 @@ def _bench_row(row: SweepRow) -> tuple:
     return (
         run.isolation, run.strategy, str(run.workers), f"{run.jobs_per_s:.0f}", f"{row.ceiling_share:.0%}",
         _number(run.claim_ms_p50), _number(run.claim_ms_p99), str(run.deadlocks), str(run.nowait_failures), str(run.retries),
+        str(run.external_duplicates), _rerun(run),
     )
+
+
+def _rerun(run: WorkersSummary) -> str | None:
+    """The slowest of the run's kills: from SIGKILL until another worker ran a job the killed one held."""
+    known = [ms for ms in run.rerun_ms if ms is not None]
+    return f"{max(known):.0f}" if known else None
 
 
 def _number(value: float | None) -> str | None:
