@@ -13,6 +13,7 @@ import yaml
 from .errors import ScenarioError
 from .scenario import (
     FAULT_ACTIONS,
+    INVARIANT_HOLDS,
     ISOLATION_LEVELS,
     Expectation,
     Fault,
@@ -33,7 +34,7 @@ SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 24
 SESSION_NAME_MAX = 32
-TOP_KEYS = {"title", "summary", "description", "setup", "sessions", "steps", "why", "verified", "invariants"}
+TOP_KEYS = {"title", "summary", "description", "setup", "sessions", "steps", "why", "verified", "invariants", "explore"}
 STATEMENT_KEYS = {"comment", "expect", "capture"}
 SESSION_KEYS = {"isolation", "innodb_lock_wait_timeout", "lock_wait_timeout"}
 EXPECT_KEYS = {"ok", "columns", "rows", "affected", "error", "waits"}
@@ -198,8 +199,17 @@ class _Builder:
             sessions=sessions,
             steps=self.steps(top["steps"][1], names),
             invariants=self.invariants(top["invariants"][1]) if "invariants" in top else (),
+            explore=self.explore_variant(top["explore"][1]) if "explore" in top else None,
             source=self.text,
         )
+
+    def explore_variant(self, node: yaml.Node) -> str:
+        """The name of a lesson in this file's folder, written to be explored."""
+        name = self.text_of(node, "explore").strip()
+        folder = os.path.dirname(os.path.abspath(self.path))
+        if not name or os.sep in name or not os.path.isfile(os.path.join(folder, f"{name}.yaml")):
+            self.fail(node, f"explore: no lesson '{name}' next to this one ({name}.yaml in {folder})")
+        return name
 
     def optional_text(self, top, key: str) -> str:
         if key not in top:
@@ -356,13 +366,20 @@ class _Builder:
             for required in ("name", "sql", "expect"):
                 if required not in fields:
                     self.fail(item, f"an invariant needs '{required}'")
-            self.only(fields, {"name", "sql", "expect"}, "an invariant")
+            self.only(fields, {"name", "sql", "expect", "holds"}, "an invariant")
+            holds = "always"
+            if "holds" in fields:
+                hnode = fields["holds"][1]
+                holds = self.text_of(hnode, "invariant holds").strip()
+                if holds not in INVARIANT_HOLDS:
+                    self.fail(hnode, f"invariant holds must be one of {', '.join(INVARIANT_HOLDS)}")
             out.append(
                 Invariant(
                     name=self.text_of(fields["name"][1], "invariant name").strip(),
                     sql=self.text_of(fields["sql"][1], "invariant sql").strip(),
                     expect=self.rows(fields["expect"][1], "invariant expect"),
                     line=item.start_mark.line + 1,
+                    holds=holds,
                 )
             )
         return tuple(out)

@@ -94,6 +94,9 @@ class Driver:
         self._created = False
         self._inflight: dict[str, tuple[int, Statement, str]] = {}
         self._blocker_names: dict[str, tuple[str, ...]] = {}
+        # Threads of sessions disconnected during a lock wait: the server ends them only when
+        # the wait ends, so they are killed before the database is reset or dropped.
+        self._orphans: list[int] = []
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -125,6 +128,7 @@ class Driver:
         """
         import MySQLdb
 
+        self._end_orphans()
         for name, session in list(self.sessions.items()):
             if session.busy and not session.closed:
                 self._kill_quietly(session.thread_id)
@@ -190,6 +194,7 @@ class Driver:
             if not session.closed:
                 self._kill_quietly(session.thread_id)
             session.close()
+        self._end_orphans()
         try:
             if self._created:
                 self._control(f"DROP DATABASE IF EXISTS `{self.database}`")
@@ -199,6 +204,12 @@ class Driver:
             except Exception:  # the server may already be gone; nothing more to release
                 pass
             self.control = None
+
+    def _end_orphans(self) -> None:
+        for thread_id in self._orphans:
+            self._kill_quietly(thread_id)
+            self._wait_gone(thread_id, time.perf_counter() + self.options.step_timeout)
+        self._orphans.clear()
 
     def _kill_quietly(self, thread_id: int) -> None:
         import MySQLdb
@@ -383,9 +394,17 @@ class Driver:
             self._control(f"KILL CONNECTION {session.thread_id}")
             yield from self._settle()
         else:
+            waited = session.busy
             session.drop_socket()
             self._inflight.pop(session.name, None)
             session.pending_sql = None
+            if waited:
+                # InnoDB does not look at the client's socket during a lock wait: the server
+                # finds the connection gone only when the wait ends, as with a crashed client.
+                self._orphans.append(session.thread_id)
+                detail = "its statement was waiting: the server ends the session when that wait ends"
+                yield ev.FaultApplied(index, action, session.name, self.now(), detail)
+                return
         gone = self._wait_gone(session.thread_id, began + self.options.step_timeout)
         took = (time.perf_counter() - began) * 1000.0
         if gone:

@@ -14,6 +14,8 @@ ISOLATION_LEVELS = {
 }
 
 FAULT_ACTIONS = ("kill", "disconnect", "kill-query", "reconnect", "wait")
+# When an invariant must hold: after every schedule, or only after those without an injected fault.
+INVARIANT_HOLDS = ("always", "without-faults")
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class Invariant:
     sql: str
     expect: tuple[tuple[str | None, ...], ...]
     line: int
+    holds: str = "always"  # one of INVARIANT_HOLDS
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ class Scenario:
     why: str = ""
     verified: str | None = None
     invariants: tuple[Invariant, ...] = ()
+    explore: str | None = None  # the lesson written for `explore`, next to this one
     source: str = field(default="", repr=False, compare=False)
 
     @property

@@ -58,6 +58,10 @@ def check(scenario: Scenario, events: list) -> list[Mismatch]:
     return out
 
 
+def met(expect: Expectation, outcome: Outcome) -> bool:
+    return _compare(expect, outcome) is None
+
+
 def _compare(expect: Expectation, outcome: Outcome) -> tuple[str, str] | None:
     result = outcome.result
     if expect.waits is not None and expect.waits != outcome.waited:

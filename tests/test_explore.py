@@ -112,7 +112,7 @@ def test_seed_lesson_whole_space_every_interleaving_ok(server):
         for name in scenario.session_names:
             mine = [p for s, p in order if s == name]
             assert mine == list(range(len(Space(scenario, ()).tracks[name])))
-        assert all(check.held for check in schedule.checks) and len(schedule.checks) == 2
+        assert all(check.held for check in schedule.checks) and len(schedule.checks) == len(scenario.invariants) == 3
 
 
 def test_planted_bug_counterexample_shows_the_double_claim(server):
