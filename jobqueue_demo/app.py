@@ -8,7 +8,7 @@ from collections.abc import Callable
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 
-from .errors import UsageError
+from .errors import StuckError, StuckRun, UsageError
 from .loader import load_scenario
 from .scenario import Scenario
 
@@ -41,13 +41,30 @@ def run(scenario: Scenario, server, step_timeout: float, on_event: Callable | No
     events = []
     # Closed here, not when garbage collected: an exception from on_event (a viewer quitting,
     # Ctrl-C) must roll back and drop the scratch database while the server is still up.
-    with closing(Run(scenario, server, RunOptions(step_timeout=step_timeout)).events()) as stream:
-        for event in stream:
-            events.append(event)
-            if on_event is not None:
-                on_event(event)
+    try:
+        with closing(Run(scenario, server, RunOptions(step_timeout=step_timeout)).events()) as stream:
+            for event in stream:
+                events.append(event)
+                if on_event is not None:
+                    on_event(event)
+    except StuckError as e:
+        raise _stuck_after(scenario, events, e) from None
     checked = sum(1 for _, s in scenario.statements() if s.expect is not None)
     return RunReport(events, check(scenario, events), checked)
+
+
+def _stuck_after(scenario: Scenario, events: list, stuck: StuckError) -> StuckRun:
+    """The stuck message with the differences before it, and the failed statements named:
+    a typo that left a lock unreleased is where the mistake was made, not the wait."""
+    from . import events as ev
+    from .verify import check, failed_unexpectedly
+
+    started = [e.index for e in events if isinstance(e, ev.StepStarting)]
+    message = str(stuck)
+    failed = failed_unexpectedly(scenario, events)
+    if failed:
+        message += "; before that, " + "; ".join(failed)
+    return StuckRun(message, check(scenario, events, started[-1] if started else 0))
 
 
 def verified_line(server) -> str:

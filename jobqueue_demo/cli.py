@@ -120,7 +120,8 @@ def run(
                 _say(f"-- {stop}: sessions rolled back, scratch database dropped")
                 return
     if report.mismatches:
-        _say(f"-- note: {len(report.mismatches)} expectation(s) not met; 'jobqueue-demo verify' shows them")
+        _say(f"-- {len(report.mismatches)} expectation(s) not met; 'jobqueue-demo verify' shows them")
+        raise typer.Exit(EXIT_MISMATCH)
 
 
 def _run_view(loaded, layout: Layout, fmt: RunFormat):
@@ -222,23 +223,35 @@ def verify(
       jobqueue-demo verify scenarios/*.yaml
     """
     from . import app as core
+    from .errors import StuckRun
 
     loaded = [core.load(s) for s in scenarios]
     failed = 0
     with core.server(dsn) as server:
         for item in loaded:
-            report = core.run(item, server, step_timeout)
+            try:
+                report = core.run(item, server, step_timeout)
+            except StuckRun as stuck:
+                failed += 1
+                print(f"{item.path}: {len(stuck.mismatches)} expectation(s) not met, then the run got stuck")
+                _print_mismatches(stuck.mismatches)
+                print(f"  {stuck}")
+                continue
             if report.mismatches:
                 failed += 1
                 print(f"{item.path}: {len(report.mismatches)} expectation(s) not met")
-                for m in report.mismatches:
-                    print("  " + str(m).replace("\n", "\n  "))
+                _print_mismatches(report.mismatches)
             else:
                 print(f"{item.path}: ok ({report.checked} expectation(s))")
         if failed:
             print(f"{failed} of {len(loaded)} scenario(s) differ on {server.label}")
             raise typer.Exit(EXIT_MISMATCH)
         print(f"Verified against {server.label}")
+
+
+def _print_mismatches(mismatches) -> None:
+    for m in mismatches:
+        print("  " + str(m).replace("\n", "\n  "))
 
 
 @app.command()

@@ -12,6 +12,7 @@ import yaml
 
 from .errors import ScenarioError
 from .scenario import (
+    CAPTURE_REF,
     FAULT_ACTIONS,
     INVARIANT_HOLDS,
     ISOLATION_LEVELS,
@@ -109,6 +110,24 @@ def _fail_at(path: str, mark, message: str):
     raise ScenarioError(path, message, mark.line + 1, mark.column + 1)
 
 
+# Every key a step can have besides a session's name.
+STEP_WORDS = tuple(sorted(STATEMENT_KEYS | {"narrate", "locks"} | set(FAULT_ACTIONS)))
+
+
+def _nearest(word: str, choices) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(word.lower(), list(choices), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def _did_you_mean(word: str, sessions: set[str]) -> str:
+    nearest = _nearest(word, STEP_WORDS) or _nearest(word, sessions)
+    if nearest:
+        return f": did you mean '{nearest}'?"
+    return f" (a step takes one of: {', '.join(STEP_WORDS)}, or a session: {', '.join(sorted(sessions))})"
+
+
 @dataclass
 class _Builder:
     path: str
@@ -204,11 +223,13 @@ class _Builder:
         )
 
     def explore_variant(self, node: yaml.Node) -> str:
-        """The name of a lesson in this file's folder, written to be explored."""
+        """The name of a lesson written to be explored: next to this file, or shipped."""
+        from .lessons import lesson_dirs
+
         name = self.text_of(node, "explore").strip()
-        folder = os.path.dirname(os.path.abspath(self.path))
-        if not name or os.sep in name or not os.path.isfile(os.path.join(folder, f"{name}.yaml")):
-            self.fail(node, f"explore: no lesson '{name}' next to this one ({name}.yaml in {folder})")
+        folders = [os.path.dirname(os.path.abspath(self.path)), *map(str, lesson_dirs())]
+        if not name or os.sep in name or not any(os.path.isfile(os.path.join(f, f"{name}.yaml")) for f in folders):
+            self.fail(node, f"explore: no lesson '{name}' next to this one or shipped ({name}.yaml)")
         return name
 
     def optional_text(self, top, key: str) -> str:
@@ -263,7 +284,24 @@ class _Builder:
     def steps(self, node: yaml.Node, names: set[str]) -> tuple:
         if not isinstance(node, yaml.SequenceNode) or not node.value:
             self.fail(node, "steps must be a non-empty list")
-        return tuple(self.step(n, names) for n in node.value)
+        steps = tuple(self.step(n, names) for n in node.value)
+        self.check_captures(steps, node.value)
+        return steps
+
+    def check_captures(self, steps, nodes) -> None:
+        """A `:name` no earlier statement of its session captured would reach the server as SQL."""
+        captured: dict[str, list[str]] = {}
+        for step, node in zip(steps, nodes):
+            if not isinstance(step, Statement):
+                continue
+            known = captured.setdefault(step.session, [])
+            for name in CAPTURE_REF.findall(step.sql):
+                if name not in known:
+                    have = f"it captures {', '.join(known)}" if known else "it captures nothing"
+                    self.fail(node, f"{step.session}'s statement uses :{name}, but no earlier step of {step.session} "
+                              f"captures '{name}' ({have} before this step)")
+            if step.capture:
+                known.append(step.capture)
 
     def step(self, node: yaml.Node, names: set[str]):
         line = node.start_mark.line + 1
@@ -293,6 +331,10 @@ class _Builder:
 
     def statement(self, node: yaml.Node, fields, names: set[str]) -> Statement:
         sessions = [k for k in fields if k not in STATEMENT_KEYS]
+        unknown = [k for k in sessions if k not in names]
+        if len(sessions) > 1 and unknown or len(sessions) == 1 and unknown and _nearest(unknown[0], STEP_WORDS):
+            key = unknown[0]
+            self.fail(fields[key][0], f"unknown key '{key}' in a step{_did_you_mean(key, names)}")
         if len(sessions) != 1:
             self.fail(node, "a step names one session (e.g. 'A: BEGIN;'), or is narrate, locks or a fault")
         name = sessions[0]

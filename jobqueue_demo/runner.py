@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from . import events as ev
 from .errors import ScenarioError, ServerError, StuckError
-from .scenario import ISOLATION_LEVELS, Fault, Locks, Narration, Scenario, SessionSpec, Statement
+from .scenario import CAPTURE_REF, ISOLATION_LEVELS, Fault, Locks, Narration, Scenario, SessionSpec, Statement
 from .server import ServerInfo
 from .session import Session
 from .waits import ROW, WaitMonitor
@@ -32,7 +32,6 @@ POLL_MAX_S = 0.002
 LEAD_FIRST_S = 0.05
 SKIPS_ROW_LOCKS = re.compile(r"\b(SKIP\s+LOCKED|NOWAIT)\b", re.IGNORECASE)
 SKIP_LOCKED_CONFIRM_S = 0.005
-CAPTURE_REF = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
 @dataclass(frozen=True)

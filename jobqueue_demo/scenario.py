@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from . import mysql_errors
@@ -13,6 +14,8 @@ ISOLATION_LEVELS = {
     "serializable": "SERIALIZABLE",
 }
 
+# `:claimed` in a statement: the value an earlier statement of the same session captured.
+CAPTURE_REF = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 FAULT_ACTIONS = ("kill", "disconnect", "kill-query", "reconnect", "wait")
 # When an invariant must hold: after every schedule, or only after those without an injected fault.
 INVARIANT_HOLDS = ("always", "without-faults")

@@ -92,7 +92,7 @@ def refused(path, where: str, words: str) -> None:
 def test_loader_checks_holds_and_explore_keys(tmp_path):
     lesson = tmp_path / "lesson.yaml"
     lesson.write_text("title: t\nsessions: [A]\nexplore: lesson-explore\nsteps:\n  - A: SELECT 1;\n")
-    refused(lesson, "3", "no lesson 'lesson-explore' next to this one")
+    refused(lesson, "3", "no lesson 'lesson-explore' next to this one or shipped")
     (tmp_path / "lesson-explore.yaml").write_text("title: v\nsessions: [A]\nsteps:\n  - A: SELECT 1;\n")
     assert core.load(str(lesson)).explore == "lesson-explore"
     bad = tmp_path / "bad.yaml"
