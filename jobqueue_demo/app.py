@@ -18,6 +18,7 @@ class RunReport:
     events: list
     mismatches: list
     checked: int
+    ran_on: datetime.date  # the day the run started: the date a page says it was verified
 
 
 def load(name: str) -> Scenario:
@@ -39,6 +40,7 @@ def run(scenario: Scenario, server, step_timeout: float, on_event: Callable | No
     from .verify import check
 
     events = []
+    ran_on = datetime.date.today()
     # Closed here, not when garbage collected: an exception from on_event (a viewer quitting,
     # Ctrl-C) must roll back and drop the scratch database while the server is still up.
     try:
@@ -50,7 +52,7 @@ def run(scenario: Scenario, server, step_timeout: float, on_event: Callable | No
     except StuckError as e:
         raise _stuck_after(scenario, events, e) from None
     checked = sum(1 for _, s in scenario.statements() if s.expect is not None)
-    return RunReport(events, check(scenario, events), checked)
+    return RunReport(events, check(scenario, events), checked, ran_on)
 
 
 def _stuck_after(scenario: Scenario, events: list, stuck: StuckError) -> StuckRun:
@@ -67,8 +69,8 @@ def _stuck_after(scenario: Scenario, events: list, stuck: StuckError) -> StuckRu
     return StuckRun(message, check(scenario, events, started[-1] if started else 0))
 
 
-def verified_line(server) -> str:
-    return f"{server.label} on {datetime.date.today().isoformat()}"
+def verified_line(server, on: datetime.date | None = None) -> str:
+    return f"{server.label} on {(on or datetime.date.today()).isoformat()}"
 
 
 def record(scenario: Scenario, server, step_timeout: float) -> int:
@@ -78,7 +80,7 @@ def record(scenario: Scenario, server, step_timeout: float) -> int:
 
     report = run(scenario, server, step_timeout)
     seen = outcomes(report.events)
-    text = rewrite(scenario, seen, verified_line(server))
+    text = rewrite(scenario, seen, verified_line(server, report.ran_on))
     if not os.access(scenario.path, os.W_OK):
         raise UsageError(f"{scenario.path}: not writable")
     tmp = scenario.path + ".tmp"
@@ -112,7 +114,7 @@ def lesson_page(scenario: Scenario, server, step_timeout: float, fmt: str) -> st
             f"{scenario.path}: {len(report.mismatches)} expectation(s) not met on {server.label}; no page written",
             report.mismatches,
         )
-    facts = LessonFacts(scenario, tuple(report.events), verified_line(server), lesson_name(scenario))
+    facts = LessonFacts(scenario, tuple(report.events), verified_line(server, report.ran_on), lesson_name(scenario))
     return render_page(facts, fmt)
 
 

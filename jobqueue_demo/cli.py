@@ -15,7 +15,7 @@ from typing import List, Optional
 
 import typer
 
-from .errors import EXIT_MISMATCH, EXIT_OK, DemoError
+from .errors import EXIT_INTERRUPTED, EXIT_MISMATCH, EXIT_OK, DemoError
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 expectations not met or the schedule got stuck; "
@@ -39,8 +39,21 @@ STEP_TIMEOUT_HELP = "Longest wait for any one statement or fault, in seconds."
 _debug = False
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from . import __version__
+
+        print(f"jobqueue-demo {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _options(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors.")) -> None:
+def _options(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     global _debug
     _debug = debug
 
@@ -66,6 +79,7 @@ class RunFormat(str, Enum):
 class PageFormat(str, Enum):
     html = "html"
     md = "md"
+    json = "json"
 
 
 @app.command()
@@ -100,7 +114,7 @@ def run(
     """
     from . import app as core
     from .errors import UsageError
-    from .render.stepper import Pacing, Quit
+    from .render.stepper import Interrupted, Pacing, Quit
 
     if fmt is RunFormat.json and layout is Layout.columns:
         raise UsageError("--layout columns is a text layout; leave it out with --format json")
@@ -118,6 +132,8 @@ def run(
                 report = core.run(loaded, server, step_timeout, on_event)
             except Quit as stop:
                 _say(f"-- {stop}: sessions rolled back, scratch database dropped")
+                if isinstance(stop, Interrupted):
+                    raise typer.Exit(EXIT_INTERRUPTED) from None
                 return
     if report.mismatches:
         _say(f"-- {len(report.mismatches)} expectation(s) not met; 'jobqueue-demo verify' shows them")
@@ -166,7 +182,8 @@ def export(
     scenario: str = typer.Argument(..., help="Scenario file or lesson name."),
     output: str = typer.Option("-", "-o", "--output", help="File to write the page to; - for standard output."),
     fmt: Optional[PageFormat] = typer.Option(
-        None, "--format", show_default=False, help="html or md; by default from the -o file's suffix (.md), else html."
+        None, "--format", show_default=False,
+        help="html, md or json; by default from the -o file's suffix (.html, .md, .json), html for standard output.",
     ),
     dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
     step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1),
@@ -182,13 +199,13 @@ def export(
     \b
     Example:
       jobqueue-demo export skip-locked -o skip-locked.html
-      jobqueue-demo export scenarios/nowait.yaml --format md -o nowait.md
+      jobqueue-demo export nowait -o nowait.md
+      jobqueue-demo export outbox -o outbox.json
     """
     from . import app as core
     from .errors import ExpectationsNotMet
 
-    if fmt is None:
-        fmt = PageFormat.md if output.lower().endswith((".md", ".markdown")) else PageFormat.html
+    fmt = _page_format(output, fmt)
     if output != "-":
         core.check_writable(output)
     loaded = core.load(scenario)
@@ -205,6 +222,24 @@ def export(
         return
     core.write_file(output, page)
     _say(f"-- wrote {output} ({fmt.value})")
+
+
+def _page_format(output: str, asked: Optional[PageFormat]) -> PageFormat:
+    """The format -o's suffix names; a suffix that names none, or another one, is refused."""
+    import os
+
+    from .errors import UsageError
+    from .render.export import PAGE_SUFFIXES
+
+    if output == "-":
+        return asked or PageFormat.html
+    suffix = os.path.splitext(output)[1].lower()
+    named = PAGE_SUFFIXES.get(suffix)
+    if named is None:
+        raise UsageError(f"{output}: the page's format follows the suffix; use .html, .md or .json")
+    if asked is not None and asked.value != named:
+        raise UsageError(f"{output}: the suffix says {named}, --format says {asked.value}; make them agree")
+    return PageFormat(named)
 
 
 @app.command()
@@ -259,19 +294,31 @@ def record(
     scenario: str = typer.Argument(..., help="Scenario file to update in place."),
     dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
     step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1),
+    in_place: bool = typer.Option(
+        False, "--in-place", help="Allow rewriting a lesson shipped with jobqueue-demo (its maintainers' re-recording)."
+    ),
 ) -> None:
     """Run a scenario and write what it observed into the file as expectations.
 
     Each statement's `expect:` is replaced (or added) and `verified:` names the server and
-    date; everything else in the file is left as written.
+    date; everything else in the file is left as written. A shipped lesson is rewritten
+    only with --in-place: record a copy of it instead.
 
     \b
     Example:
-      jobqueue-demo record scenarios/my-lesson.yaml
+      jobqueue-demo show nowait --source > my-nowait.yaml
+      jobqueue-demo record my-nowait.yaml
     """
     from . import app as core
+    from .errors import UsageError
 
     loaded = core.load(scenario)
+    name = core.lesson_name(loaded)
+    if name != loaded.path and not in_place:
+        raise UsageError(
+            f"{name} is a lesson shipped with jobqueue-demo; record a copy "
+            f"(jobqueue-demo show {name} --source > my-{name}.yaml), or pass --in-place to rewrite it"
+        )
     with core.server(dsn) as server:
         written = core.record(loaded, server, step_timeout)
     print(f"{loaded.path}: recorded {written} statement result(s); {core.verified_line(server)}")
@@ -293,17 +340,24 @@ def lessons() -> None:
 
     found = catalogue()
     width = max((len(lesson.name) for lesson in found), default=0)
+    variants_said = False
     for lesson in found:
         if lesson.problem:
             _say(f"jobqueue-demo: {lesson.problem}")
             continue
+        if lesson.for_explore and not variants_said:
+            print("\n-- written for 'jobqueue-demo explore' (every order, checked by invariants):")
+            variants_said = True
+        explore = f"; explore: {lesson.explore}" if lesson.explore else ""
+        explore += f"; explore variant of {', '.join(lesson.variant_of)}" if lesson.variant_of else ""
         print(f"{lesson.name:{width}s}  {lesson.summary}")
-        print(f"{'':{width}s}  sessions {', '.join(lesson.sessions)}; verified: {lesson.verified or 'not recorded'}")
+        print(f"{'':{width}s}  sessions {', '.join(lesson.sessions)}; verified: {lesson.verified or 'not recorded'}{explore}")
     if any(lesson.problem for lesson in found):
         raise typer.Exit(EXIT_USAGE)
 
 
 from . import cli_explore  # noqa: E402,F401  registers explore
+from . import cli_show  # noqa: E402,F401  registers show
 from . import cli_workers  # noqa: E402,F401  registers workers and bench
 
 

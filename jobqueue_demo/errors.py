@@ -7,6 +7,7 @@ EXIT_MISMATCH = 1
 EXIT_USAGE = 2
 EXIT_SERVER = 3
 # 130 (interrupted) is typer's answer to KeyboardInterrupt, which SIGTERM is mapped to.
+EXIT_INTERRUPTED = 130
 
 
 class DemoError(Exception):

@@ -254,6 +254,8 @@ def test_ctrl_c_at_a_prompt_exits_130_and_cleans_up(embedded, terminal, waits):
     database = step_until_b_waits(term)
     term.proc.send_signal(signal.SIGINT)
     assert term.finish() == 130
+    # The same summary as `q` gives.
+    assert "-- interrupted (Ctrl-C) before step 5 of 8: sessions rolled back, scratch database dropped" in term.text
     assert database not in scratch_databases(embedded)
     assert "Traceback" not in term.text and "Exception ignored" not in term.text
 

@@ -32,6 +32,14 @@ class Quit(Exception):
         self.total = total
 
 
+class Interrupted(Quit):
+    """Ctrl-C at a step's prompt: the same clean stop as `q`, reported as an interruption."""
+
+    def __init__(self, step: int, total: int):
+        super().__init__(step, total)
+        self.args = (f"interrupted (Ctrl-C) before step {step} of {total}",)
+
+
 @dataclass(frozen=True)
 class Pacing:
     step: bool  # hold each step until Enter (or q)
@@ -134,6 +142,8 @@ class StepGate:
         self._say("\n".join(lines))
         try:
             key = self._key()
+        except KeyboardInterrupt:
+            raise Interrupted(event.index + 1, self.total) from None
         finally:
             self._say(erase(len(lines)) if self.prompt.isatty() else "\n")
         if key in QUIT:
