@@ -318,14 +318,15 @@ class ColumnsView:
 
             self.fallback = TranscriptWriter(stream, sessions, rich)
             need = MIN_CELL * len(sessions) + len(self.layout.glyphs.sep) * (len(sessions) - 1)
-            self.fallback.write([Line(
+            self.note = Line(
                 f"-- columns: {len(sessions)} sessions in {width} columns leave {self.layout.cell} characters each, "
                 f"too narrow for a statement; showing the transcript (columns need {need})", None, NOTE,
-            )])
+            )
 
     def write(self, event) -> None:
         if self.fallback is not None:
-            self.fallback.write(event_lines(event))
+            note = [self.note] if isinstance(event, ev.RunStarted) else []
+            self.fallback.write(note + event_lines(event))
             return
         for line in self.layout.lines(event):
             if self.console is None:
