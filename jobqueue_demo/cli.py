@@ -121,7 +121,9 @@ def run(
     loaded = core.load(scenario)
     show = _run_view(loaded, layout, fmt)
     with core.server(dsn) as server:
-        _say(f"-- {loaded.title}: on {server.label} ({server.where})")
+        # Part of the transcript, so a handout written with `> file` starts with it; JSON
+        # Lines keep standard output for events only.
+        _heading(f"-- {loaded.title}: on {server.label} ({server.where})", fmt is RunFormat.json)
         with _step_gate(Pacing(step, pace), len(loaded.steps)) as gate:
 
             def on_event(event) -> None:
@@ -135,9 +137,23 @@ def run(
                 if isinstance(stop, Interrupted):
                     raise typer.Exit(EXIT_INTERRUPTED) from None
                 return
+            except KeyboardInterrupt:
+                if not step:
+                    raise
+                # Ctrl-C while a step ran: the run has been closed on the way out, as for q.
+                _say(f"-- interrupted (Ctrl-C) during step {gate.at} of {gate.total}: "
+                     "sessions rolled back, scratch database dropped")
+                raise typer.Exit(EXIT_INTERRUPTED) from None
     if report.mismatches:
         _say(f"-- {len(report.mismatches)} expectation(s) not met; 'jobqueue-demo verify' shows them")
         raise typer.Exit(EXIT_MISMATCH)
+
+
+def _heading(text: str, to_stderr: bool) -> None:
+    if to_stderr:
+        _say(text)
+    else:
+        print(text, flush=True)
 
 
 def _run_view(loaded, layout: Layout, fmt: RunFormat):

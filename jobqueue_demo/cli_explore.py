@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from .cli import DSN_HELP, STEP_TIMEOUT_HELP, _color, _say, app
+from .cli import DSN_HELP, STEP_TIMEOUT_HELP, _color, _heading, app
 from .errors import EXIT_MISMATCH, UsageError
 
 OUTCOME_WORDS = {
@@ -76,7 +76,7 @@ def explore(
     if note and not as_json:
         print(f"-- {note}")
     with core.server(dsn) as server:
-        _say(f"-- {loaded.title}: exploring on {server.label} ({server.where})")
+        _heading(f"-- {loaded.title}: exploring on {server.label} ({server.where})", as_json)
         # Waits take some schedules out of the space, so a run may end before the bar is full.
         with LateProgress("schedules", at_most, quiet=as_json) as advance:
             report = run_explore(loaded, server, options, lambda _: advance())

@@ -310,7 +310,8 @@ def test_columns_cli_piped_is_plain_and_fits(embedded):
     done = cli("run", "skip-locked", "--layout", "columns", "--dsn", dsn_of(embedded), env={"COLUMNS": "80"})
     assert done.returncode == 0, done.stderr
     assert "\x1b[" not in done.stdout
-    lines = done.stdout.splitlines()
+    heading, *lines = done.stdout.splitlines()  # the heading names the server, wrapped by the terminal
+    assert heading.startswith("-- A job queue on FOR UPDATE SKIP LOCKED: on ")
     assert max(cells(l) for l in lines) <= 80
     assert "B> ROLLBACK;" in done.stdout and " | " in lines[0]
 

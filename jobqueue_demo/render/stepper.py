@@ -120,6 +120,7 @@ class StepGate:
         self.prompt = prompt
         self.width = width
         self.waiting: dict[str, None] = {}  # insertion-ordered set
+        self.at = 0  # the step shown last, 1-based
 
     def __call__(self, event) -> None:
         if isinstance(event, ev.RunStarted) and self.pacing.step:
@@ -131,7 +132,11 @@ class StepGate:
         if isinstance(event, (ev.Completed, ev.FaultApplied)):
             self.waiting.pop(event.session, None)
         if isinstance(event, ev.StepStarting):
-            self._hold(event)
+            self.at = event.index + 1
+            try:
+                self._hold(event)
+            except KeyboardInterrupt:
+                raise Interrupted(self.at, self.total) from None
 
     def _hold(self, event: ev.StepStarting) -> None:
         if not self.pacing.step:
@@ -142,8 +147,6 @@ class StepGate:
         self._say("\n".join(lines))
         try:
             key = self._key()
-        except KeyboardInterrupt:
-            raise Interrupted(event.index + 1, self.total) from None
         finally:
             self._say(erase(len(lines)) if self.prompt.isatty() else "\n")
         if key in QUIT:
