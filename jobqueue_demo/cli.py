@@ -106,11 +106,12 @@ def run(
 
     \b
     Example:
-      jobqueue-demo run scenarios/skip-locked.yaml
+      jobqueue-demo run skip-locked
       jobqueue-demo run skip-locked --step --layout columns
       jobqueue-demo run skip-locked --pace 3
       jobqueue-demo run skip-locked --format json
-      jobqueue-demo run scenarios/skip-locked.yaml --dsn mysql://root@127.0.0.1:3306/test
+      jobqueue-demo run deadlock > handout.txt
+      jobqueue-demo run skip-locked --dsn mysql://root@127.0.0.1:3306/test
     """
     from . import app as core
     from .errors import UsageError
@@ -271,7 +272,7 @@ def verify(
 
     \b
     Example:
-      jobqueue-demo verify scenarios/*.yaml
+      jobqueue-demo verify skip-locked nowait outbox
     """
     from . import app as core
     from .errors import StuckRun

@@ -48,7 +48,7 @@ def explore(
     Example:
       jobqueue-demo explore skip-locked-explore
       jobqueue-demo explore claim-without-lock-explore --faults rollback,disconnect
-      jobqueue-demo explore my-lesson.yaml --sample 500 --seed 7 --json
+      jobqueue-demo explore skip-locked-explore --sample 200 --seed 7 --json
     """
     import secrets
 
