@@ -32,7 +32,7 @@ $(BIN): pyproject.toml | system-packages
 	touch $(BIN)
 
 demo: install
-	$(BIN) run scenarios/skip-locked.yaml
+	$(BIN) run skip-locked
 
 # tmux draws step mode and the columns view in the tests (tests/test_tmux.py); Chromium
 # renders the exported lesson page, and without it that test skips.

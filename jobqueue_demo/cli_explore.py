@@ -193,6 +193,7 @@ def _as_dict(report) -> dict:
         "schedules_per_second": round(report.per_second, 1),
         "reset": report.reset,
         "findings": [_finding_dict(report, f) for f in report.findings],
+        "verdict": verdict(report),
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 
 import pytest
@@ -101,3 +102,39 @@ def test_loader_checks_holds_and_explore_keys(tmp_path):
         "  - name: n\n    sql: SELECT 1\n    expect: [[1]]\n    holds: sometimes\n"
     )
     refused(bad, "9", "always, without-faults")
+
+
+class _Terminal:
+    """A stream that says it is a terminal, keeping what was written."""
+
+    def __init__(self):
+        self.buffer = io.StringIO()
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        return self.buffer.write(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_progress_shows_only_after_two_seconds_and_only_on_a_terminal(monkeypatch):
+    from jobqueue_demo.render import late_progress
+
+    quick = _Terminal()
+    with late_progress.LateProgress("schedules", 10, stream=quick) as advance:
+        advance()
+    assert quick.buffer.getvalue() == ""
+    monkeypatch.setattr(late_progress, "SHOW_AFTER_S", 0.0)
+    slow = _Terminal()
+    with late_progress.LateProgress("schedules", 10, stream=slow) as advance:
+        for _ in range(4):
+            advance()
+    shown = slow.buffer.getvalue()
+    assert "4/10" in shown and "schedules/s" in shown and "ETA" in shown
+    piped = io.StringIO()
+    with late_progress.LateProgress("schedules", 10, stream=piped) as advance:
+        advance()
+    assert piped.getvalue() == ""
