@@ -81,7 +81,7 @@ def explore(
         with LateProgress("schedules", at_most, quiet=as_json) as advance:
             report = run_explore(loaded, server, options, lambda _: advance())
     if as_json:
-        print(json.dumps(_as_dict(report), indent=2, ensure_ascii=False))
+        print(json.dumps({**_as_dict(report), "note": note}, indent=2, ensure_ascii=False))
     else:
         _print_report(report)
         print(verdict(report))

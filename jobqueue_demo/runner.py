@@ -193,7 +193,7 @@ class Driver:
             if not session.closed:
                 self._kill_quietly(session.thread_id)
             session.close()
-        self._end_orphans()
+        self._end_orphans(wait=False)  # DROP DATABASE below waits for their locks anyway
         try:
             if self._created:
                 self._control(f"DROP DATABASE IF EXISTS `{self.database}`")
@@ -204,10 +204,11 @@ class Driver:
                 pass
             self.control = None
 
-    def _end_orphans(self) -> None:
+    def _end_orphans(self, wait: bool = True) -> None:
         for thread_id in self._orphans:
             self._kill_quietly(thread_id)
-            self._wait_gone(thread_id, time.perf_counter() + self.options.step_timeout)
+            if wait:
+                self._wait_gone(thread_id, time.perf_counter() + self.options.step_timeout)
         self._orphans.clear()
 
     def _kill_quietly(self, thread_id: int) -> None:
