@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
-COMMAND = re.compile(r"^(?:\$ )?(jobqueue-demo(?: .*)?)$")
+COMMAND = re.compile(r"^(?:\$ )?(jobqueue-demo(?: .*?)?)(?:\s+# .*)?$")  # a trailing comment is the reader's
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def help_blocks() -> list[Block]:
         name = command.name or command.callback.__name__.replace("_", "-")
         text = (command.callback.__doc__ or "").split("Example:", 1)
         lines = text[1].splitlines() if len(text) == 2 else []
-        commands = tuple(line.strip() for line in lines if COMMAND.match(line.strip()))
+        commands = tuple(m.group(1) for line in lines if (m := COMMAND.match(line.strip())))
         out.append(Block(f"{name} --help", commands))
     return out
 
