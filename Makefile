@@ -32,10 +32,12 @@ $(BIN): pyproject.toml | system-packages
 	touch $(BIN)
 
 demo: install
-	$(BIN) run scenarios/skip-locked.yaml
+	$(BIN) run skip-locked
 
-# Chromium renders the exported lesson page in the tests; without it that test skips.
+# tmux draws step mode and the columns view in the tests (tests/test_tmux.py); Chromium
+# renders the exported lesson page, and without it that test skips.
 test-packages:
+	@command -v tmux >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq tmux >/dev/null; }
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; } || echo "chromium not installed: the page screenshot test will skip"
 
 test: install test-packages

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 
-from .errors import RecordError, ScenarioError
+from .errors import RecordError, ScenarioError, StuckError, StuckRun, UsageError
 from .loader import load_scenario, scenario_from_text
 from .scenario import Scenario
 
@@ -18,6 +18,7 @@ class RunReport:
     events: list
     mismatches: list
     checked: int
+    ran_on: datetime.date  # the day the run started: the date a page says it was verified
 
 
 def load(name: str) -> Scenario:
@@ -68,19 +69,37 @@ def run(scenario: Scenario, server, step_timeout: float, on_event: Callable | No
     from .verify import check
 
     events = []
+    ran_on = datetime.date.today()
     # Closed here, not when garbage collected: an exception from on_event (a viewer quitting,
     # Ctrl-C) must roll back and drop the scratch database while the server is still up.
-    with closing(Run(scenario, server, RunOptions(step_timeout=step_timeout)).events()) as stream:
-        for event in stream:
-            events.append(event)
-            if on_event is not None:
-                on_event(event)
+    try:
+        with closing(Run(scenario, server, RunOptions(step_timeout=step_timeout)).events()) as stream:
+            for event in stream:
+                events.append(event)
+                if on_event is not None:
+                    on_event(event)
+    except StuckError as e:
+        raise _stuck_after(scenario, events, e) from None
     checked = sum(1 for _, s in scenario.statements() if s.expect is not None)
-    return RunReport(events, check(scenario, events), checked)
+    return RunReport(events, check(scenario, events), checked, ran_on)
 
 
-def verified_line(server) -> str:
-    return f"{server.label} on {datetime.date.today().isoformat()}"
+def _stuck_after(scenario: Scenario, events: list, stuck: StuckError) -> StuckRun:
+    """The stuck message with the differences before it, and the failed statements named:
+    a typo that left a lock unreleased is where the mistake was made, not the wait."""
+    from . import events as ev
+    from .verify import check, failed_unexpectedly
+
+    started = [e.index for e in events if isinstance(e, ev.StepStarting)]
+    message = str(stuck)
+    failed = failed_unexpectedly(scenario, events)
+    if failed:
+        message += "; before that, " + "; ".join(failed)
+    return StuckRun(message, check(scenario, events, started[-1] if started else 0))
+
+
+def verified_line(server, on: datetime.date | None = None) -> str:
+    return f"{server.label} on {(on or datetime.date.today()).isoformat()}"
 
 
 def record(scenario: Scenario, server, step_timeout: float) -> int:
@@ -96,7 +115,7 @@ def record(scenario: Scenario, server, step_timeout: float) -> int:
     check_writable(scenario.path)
     report = run(scenario, server, step_timeout)
     seen = outcomes(report.events)
-    text = rewrite(scenario, seen, verified_line(server))
+    text = rewrite(scenario, seen, verified_line(server, report.ran_on))
     try:
         mismatches = check(scenario_from_text(scenario.path, text), report.events)
     except ScenarioError as e:
@@ -133,5 +152,5 @@ def lesson_page(scenario: Scenario, server, step_timeout: float, fmt: str) -> st
             f"{scenario.path}: {len(report.mismatches)} expectation(s) not met on {server.label}; no page written",
             report.mismatches,
         )
-    facts = LessonFacts(scenario, tuple(report.events), verified_line(server), lesson_name(scenario))
+    facts = LessonFacts(scenario, tuple(report.events), verified_line(server, report.ran_on), lesson_name(scenario))
     return render_page(facts, fmt)

@@ -52,6 +52,14 @@ def finite(value: float | None) -> float | None:
     return value
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from . import __version__
+
+        print(f"jobqueue-demo {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _options(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
@@ -59,6 +67,9 @@ def _options(
         False, "--allow-shared-user",
         help="Run scenario SQL as the DSN's own user when it may not create the per-run user "
         "that confines it to the scratch database.",
+    ),
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     global _debug, _allow_shared_user
@@ -94,6 +105,7 @@ class RunFormat(str, Enum):
 class PageFormat(str, Enum):
     html = "html"
     md = "md"
+    json = "json"
 
 
 @app.command()
@@ -120,22 +132,25 @@ def run(
 
     \b
     Example:
-      jobqueue-demo run scenarios/skip-locked.yaml
+      jobqueue-demo run skip-locked
       jobqueue-demo run skip-locked --step --layout columns
       jobqueue-demo run skip-locked --pace 3
       jobqueue-demo run skip-locked --format json
-      jobqueue-demo run scenarios/skip-locked.yaml --dsn mysql://root@127.0.0.1:3306/test
+      jobqueue-demo run deadlock > handout.txt
+      jobqueue-demo run skip-locked --dsn mysql://root@127.0.0.1:3306/test
     """
     from . import app as core
     from .errors import UsageError
-    from .render.stepper import Pacing, Quit
+    from .render.stepper import Interrupted, Pacing, Quit
 
     if fmt is RunFormat.json and layout is Layout.columns:
         raise UsageError("--layout columns is a text layout; leave it out with --format json")
     loaded = core.load(scenario)
     show = _run_view(loaded, layout, fmt)
     with server_for(dsn) as server:
-        _say(f"-- {loaded.title}: on {server.label} ({server.where})")
+        # Part of the transcript, so a handout written with `> file` starts with it; JSON
+        # Lines keep standard output for events only.
+        _heading(f"-- {loaded.title}: on {server.label} ({server.where})", fmt is RunFormat.json)
         with _step_gate(Pacing(step, pace), len(loaded.steps)) as gate:
 
             def on_event(event) -> None:
@@ -147,9 +162,26 @@ def run(
             except Quit as stop:
                 _say(f"-- {stop}: sessions rolled back, scratch database dropped")
                 _say_notes(stop)
+                if isinstance(stop, Interrupted):
+                    raise typer.Exit(EXIT_INTERRUPTED) from None
                 return
+            except KeyboardInterrupt:
+                if not step:
+                    raise
+                # Ctrl-C while a step ran: the run has been closed on the way out, as for q.
+                _say(f"-- interrupted (Ctrl-C) during step {gate.at} of {gate.total}: "
+                     "sessions rolled back, scratch database dropped")
+                raise typer.Exit(EXIT_INTERRUPTED) from None
     if report.mismatches:
-        _say(f"-- note: {len(report.mismatches)} expectation(s) not met; 'jobqueue-demo verify' shows them")
+        _say(f"-- {len(report.mismatches)} expectation(s) not met; 'jobqueue-demo verify' shows them")
+        raise typer.Exit(EXIT_MISMATCH)
+
+
+def _heading(text: str, to_stderr: bool) -> None:
+    if to_stderr:
+        _say(text)
+    else:
+        print(text, flush=True)
 
 
 def _run_view(loaded, layout: Layout, fmt: RunFormat):
@@ -194,7 +226,8 @@ def export(
     scenario: str = typer.Argument(..., help="Scenario file or lesson name."),
     output: str = typer.Option("-", "-o", "--output", help="File to write the page to; - for standard output."),
     fmt: Optional[PageFormat] = typer.Option(
-        None, "--format", show_default=False, help="html or md; by default from the -o file's suffix (.md), else html."
+        None, "--format", show_default=False,
+        help="html, md or json; by default from the -o file's suffix (.html, .md, .json), html for standard output.",
     ),
     dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
     step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1, max=MAX_SECONDS, callback=finite),
@@ -210,14 +243,14 @@ def export(
     \b
     Example:
       jobqueue-demo export skip-locked -o skip-locked.html
-      jobqueue-demo export scenarios/nowait.yaml --format md -o nowait.md
+      jobqueue-demo export nowait -o nowait.md
+      jobqueue-demo export outbox -o outbox.json
     """
     from . import app as core
     from .errors import ExpectationsNotMet
     from .safe_write import check_writable, write_file
 
-    if fmt is None:
-        fmt = PageFormat.md if output.lower().endswith((".md", ".markdown")) else PageFormat.html
+    fmt = _page_format(output, fmt)
     if output != "-":
         check_writable(output)
     loaded = core.load(scenario)
@@ -236,6 +269,24 @@ def export(
     _say(f"-- wrote {output} ({fmt.value})")
 
 
+def _page_format(output: str, asked: Optional[PageFormat]) -> PageFormat:
+    """The format -o's suffix names; a suffix that names none, or another one, is refused."""
+    import os
+
+    from .errors import UsageError
+    from .render.export import PAGE_SUFFIXES
+
+    if output == "-":
+        return asked or PageFormat.html
+    suffix = os.path.splitext(output)[1].lower()
+    named = PAGE_SUFFIXES.get(suffix)
+    if named is None:
+        raise UsageError(f"{output}: the page's format follows the suffix; use .html, .md or .json")
+    if asked is not None and asked.value != named:
+        raise UsageError(f"{output}: the suffix says {named}, --format says {asked.value}; make them agree")
+    return PageFormat(named)
+
+
 @app.command()
 def verify(
     scenarios: List[str] = typer.Argument(..., help="Scenario files or lesson names."),
@@ -249,20 +300,27 @@ def verify(
 
     \b
     Example:
-      jobqueue-demo verify scenarios/*.yaml
+      jobqueue-demo verify skip-locked nowait outbox
     """
     from . import app as core
+    from .errors import StuckRun
 
     loaded = [core.load(s) for s in scenarios]
     failed = 0
     with server_for(dsn) as server:
         for item in loaded:
-            report = core.run(item, server, step_timeout)
+            try:
+                report = core.run(item, server, step_timeout)
+            except StuckRun as stuck:
+                failed += 1
+                print(f"{item.path}: {len(stuck.mismatches)} expectation(s) not met, then the run got stuck")
+                _print_mismatches(stuck.mismatches)
+                print(f"  {stuck}")
+                continue
             if report.mismatches:
                 failed += 1
                 print(f"{item.path}: {len(report.mismatches)} expectation(s) not met")
-                for m in report.mismatches:
-                    print("  " + str(m).replace("\n", "\n  "))
+                _print_mismatches(report.mismatches)
             else:
                 print(f"{item.path}: ok ({report.checked} expectation(s))")
         if failed:
@@ -271,24 +329,41 @@ def verify(
         print(f"Verified against {server.label}")
 
 
+def _print_mismatches(mismatches) -> None:
+    for m in mismatches:
+        print("  " + str(m).replace("\n", "\n  "))
+
+
 @app.command()
 def record(
     scenario: str = typer.Argument(..., help="Scenario file to update in place."),
     dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
     step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1, max=MAX_SECONDS, callback=finite),
+    in_place: bool = typer.Option(
+        False, "--in-place", help="Allow rewriting a lesson shipped with jobqueue-demo (its maintainers' re-recording)."
+    ),
 ) -> None:
     """Run a scenario and write what it observed into the file as expectations.
 
     Each statement's `expect:` is replaced (or added) and `verified:` names the server and
-    date; everything else in the file is left as written.
+    date; everything else in the file is left as written. A shipped lesson is rewritten
+    only with --in-place: record a copy of it instead.
 
     \b
     Example:
-      jobqueue-demo record scenarios/my-lesson.yaml
+      jobqueue-demo show nowait --source > my-nowait.yaml
+      jobqueue-demo record my-nowait.yaml
     """
     from . import app as core
+    from .errors import UsageError
 
     loaded = core.load(scenario)
+    name = core.lesson_name(loaded)
+    if name != loaded.path and not in_place:
+        raise UsageError(
+            f"{name} is a lesson shipped with jobqueue-demo; record a copy "
+            f"(jobqueue-demo show {name} --source > my-{name}.yaml), or pass --in-place to rewrite it"
+        )
     with server_for(dsn) as server:
         written = core.record(loaded, server, step_timeout)
     print(f"{loaded.path}: recorded {written} statement result(s); {core.verified_line(server)}")
@@ -310,12 +385,18 @@ def lessons() -> None:
 
     found = catalogue()
     width = max((len(lesson.name) for lesson in found), default=0)
+    variants_said = False
     for lesson in found:
         if lesson.problem:
             _say(f"jobqueue-demo: {lesson.problem}")
             continue
+        if lesson.for_explore and not variants_said:
+            print("\n-- written for 'jobqueue-demo explore' (every order, checked by invariants):")
+            variants_said = True
+        explore = f"; explore: {lesson.explore}" if lesson.explore else ""
+        explore += f"; explore variant of {', '.join(lesson.variant_of)}" if lesson.variant_of else ""
         print(f"{lesson.name:{width}s}  {lesson.summary}")
-        print(f"{'':{width}s}  sessions {', '.join(lesson.sessions)}; verified: {lesson.verified or 'not recorded'}")
+        print(f"{'':{width}s}  sessions {', '.join(lesson.sessions)}; verified: {lesson.verified or 'not recorded'}{explore}")
     if any(lesson.problem for lesson in found):
         raise typer.Exit(EXIT_USAGE)
 
@@ -357,6 +438,7 @@ def cleanup(
 
 
 from . import cli_explore  # noqa: E402,F401  registers explore
+from . import cli_show  # noqa: E402,F401  registers show
 from . import cli_workers  # noqa: E402,F401  registers workers and bench
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

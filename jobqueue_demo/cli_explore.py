@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from .cli import DSN_HELP, MAX_SECONDS, STEP_TIMEOUT_HELP, _color, _say, app, finite, server_for
+from .cli import DSN_HELP, MAX_SECONDS, STEP_TIMEOUT_HELP, _color, _heading, app, finite, server_for
 from .errors import EXIT_MISMATCH, UsageError
 
 OUTCOME_WORDS = {
@@ -48,13 +48,15 @@ def explore(
     Example:
       jobqueue-demo explore skip-locked-explore
       jobqueue-demo explore claim-without-lock-explore --faults rollback,disconnect
-      jobqueue-demo explore my-lesson.yaml --sample 500 --seed 7 --json
+      jobqueue-demo explore skip-locked-explore --sample 200 --seed 7 --json
     """
     import secrets
 
     from . import app as core
     from .explore import ExploreOptions, planned
     from .explore import explore as run_explore
+    from .explore_advice import advice
+    from .render.late_progress import LateProgress
 
     if seed is not None and sample is None:
         raise UsageError("--seed applies to --sample only")
@@ -70,45 +72,36 @@ def explore(
     )
     loaded = core.load(scenario)
     at_most = planned(loaded, options)
+    note = advice(loaded, core.lesson_name(loaded))
+    if note and not as_json:
+        print(f"-- {note}")
     with server_for(dsn) as server:
-        _say(f"-- {loaded.title}: exploring on {server.label} ({server.where})")
-        with _Progress(as_json, at_most) as advance:
+        _heading(f"-- {loaded.title}: exploring on {server.label} ({server.where})", as_json)
+        # Waits take some schedules out of the space, so a run may end before the bar is full.
+        with LateProgress("schedules", at_most, quiet=as_json) as advance:
             report = run_explore(loaded, server, options, lambda _: advance())
     if as_json:
-        print(json.dumps(_as_dict(report), indent=2, ensure_ascii=False))
+        print(json.dumps({**_as_dict(report), "note": note}, indent=2, ensure_ascii=False))
     else:
         _print_report(report)
+        print(verdict(report))
     if report.failed:
         raise typer.Exit(EXIT_MISMATCH)
 
 
-class _Progress:
-    """A progress bar on stderr when it is a terminal, out of the most schedules there can be.
-
-    Waits take some schedules out of the space, so a run may end before the bar is full.
-    """
-
-    def __init__(self, quiet: bool, total: int):
-        self.quiet = quiet or not sys.stderr.isatty()
-        self.total = total
-
-    def __enter__(self):
-        if self.quiet:
-            return lambda: None
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(
-            TextColumn("schedules"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=Console(stderr=True), transient=True,
-        )
-        self.bar.start()
-        task = self.bar.add_task("explore", total=self.total)
-        return lambda: self.bar.advance(task)
-
-    def __exit__(self, *exc_info) -> None:
-        if not self.quiet:
-            self.bar.stop()
+def verdict(report) -> str:
+    """The one line a reader takes away, also when everything held."""
+    invariants = report.scenario.invariants
+    violated = {f.what for f in report.findings if f.kind == "violated"}
+    broken = [i.name for i in invariants if i.name in violated]
+    stuck = report.counts["stuck"]
+    if broken or stuck:
+        parts = [f'"{name}" violated' for name in broken] + ([f"{stuck} schedule(s) stuck"] if stuck else [])
+        return f"verdict: FAILED: {'; '.join(parts)} (exit 1)"
+    if not invariants:
+        return f"verdict: no invariants to check; {report.explored:,} schedule(s) ran without getting stuck"
+    names = ", ".join(f'"{i.name}"' + (" (without faults)" if i.holds != "always" else "") for i in invariants)
+    return f"verdict: invariants hold in all {report.explored:,} schedule(s): {names}"
 
 
 def _space_line(report) -> str:
@@ -148,6 +141,7 @@ def _by_schedule(findings) -> list[list]:
 
 
 def _counterexample_lines(report, group) -> list:
+    from .explore_advice import honest_events
     from .render.transcript import NOTE, Line, event_lines, result_lines
 
     shortest = group[0].shortest
@@ -159,7 +153,7 @@ def _counterexample_lines(report, group) -> list:
     ]
     if not all(f.reproduced for f in group):
         lines.append(Line("-- note: run again for this transcript, the schedule did not show it this time", None, NOTE))
-    for event in shortest.events:
+    for event in honest_events(report.scenario, shortest.events):
         lines += event_lines(event)
     if shortest.stuck:
         lines.append(Line(f"-- {shortest.stuck}", None, NOTE))
@@ -199,6 +193,7 @@ def _as_dict(report) -> dict:
         "schedules_per_second": round(report.per_second, 1),
         "reset": report.reset,
         "findings": [_finding_dict(report, f) for f in report.findings],
+        "verdict": verdict(report),
     }
 
 

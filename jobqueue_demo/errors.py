@@ -82,3 +82,11 @@ class ExpectationsNotMet(MismatchError):
     def __init__(self, message: str, mismatches: list):
         super().__init__(message)
         self.mismatches = mismatches
+
+
+class StuckRun(StuckError):
+    """A run that got stuck; `mismatches` lists the differences met before it stopped."""
+
+    def __init__(self, message: str, mismatches: list):
+        super().__init__(message)
+        self.mismatches = mismatches

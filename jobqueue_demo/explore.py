@@ -486,7 +486,7 @@ class Worker:
         except Diverged as e:
             diverged = str(e)
         self.driver.restart_sessions()
-        checks = () if stuck or diverged else self._check()
+        checks = () if stuck or diverged else self._check(any(m.fault for m in moves))
         self.reset()
         return Execution(tuple(moves), tuple(events), checks, stuck, diverged, chooser.index, self.space.lines)
 
@@ -518,8 +518,9 @@ class Worker:
             return None
         return self.driver.stuck_message(len(self.space.scenario.steps), "every remaining step is blocked", waiting)
 
-    def _check(self) -> tuple[Check, ...]:
-        return tuple(Check(i, control_result(self.driver.user_conn, i.sql)) for i in self.space.scenario.invariants)
+    def _check(self, faulted: bool) -> tuple[Check, ...]:
+        wanted = [i for i in self.space.scenario.invariants if i.holds == "always" or not faulted]
+        return tuple(Check(i, control_result(self.driver.user_conn, i.sql)) for i in wanted)
 
 
 # -- the whole exploration ------------------------------------------------------------------

@@ -13,7 +13,9 @@ import yaml
 
 from .errors import ScenarioError
 from .scenario import (
+    CAPTURE_REF,
     FAULT_ACTIONS,
+    INVARIANT_HOLDS,
     ISOLATION_LEVELS,
     Expectation,
     Fault,
@@ -34,7 +36,7 @@ SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 24
 SESSION_NAME_MAX = 32
-TOP_KEYS = {"title", "summary", "description", "setup", "sessions", "steps", "why", "verified", "invariants"}
+TOP_KEYS = {"title", "summary", "description", "setup", "sessions", "steps", "why", "verified", "invariants", "explore"}
 STATEMENT_KEYS = {"comment", "expect", "capture"}
 SESSION_KEYS = {"isolation", "innodb_lock_wait_timeout", "lock_wait_timeout"}
 EXPECT_KEYS = {"ok", "columns", "rows", "affected", "error", "waits"}
@@ -114,6 +116,24 @@ def _fail_at(path: str, mark, message: str):
     if mark is None:
         raise ScenarioError(path, message)
     raise ScenarioError(path, message, mark.line + 1, mark.column + 1)
+
+
+# Every key a step can have besides a session's name.
+STEP_WORDS = tuple(sorted(STATEMENT_KEYS | {"narrate", "locks"} | set(FAULT_ACTIONS)))
+
+
+def _nearest(word: str, choices) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(word.lower(), list(choices), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def _did_you_mean(word: str, sessions: set[str]) -> str:
+    nearest = _nearest(word, STEP_WORDS) or _nearest(word, sessions)
+    if nearest:
+        return f": did you mean '{nearest}'?"
+    return f" (a step takes one of: {', '.join(STEP_WORDS)}, or a session: {', '.join(sorted(sessions))})"
 
 
 @dataclass
@@ -206,8 +226,19 @@ class _Builder:
             sessions=sessions,
             steps=self.steps(top["steps"][1], names),
             invariants=self.invariants(top["invariants"][1]) if "invariants" in top else (),
+            explore=self.explore_variant(top["explore"][1]) if "explore" in top else None,
             source=self.text,
         )
+
+    def explore_variant(self, node: yaml.Node) -> str:
+        """The name of a lesson written to be explored: next to this file, or shipped."""
+        from .lessons import lesson_dirs
+
+        name = self.text_of(node, "explore").strip()
+        folders = [os.path.dirname(os.path.abspath(self.path)), *map(str, lesson_dirs())]
+        if not name or os.sep in name or not any(os.path.isfile(os.path.join(f, f"{name}.yaml")) for f in folders):
+            self.fail(node, f"explore: no lesson '{name}' next to this one or shipped ({name}.yaml)")
+        return name
 
     def optional_text(self, top, key: str) -> str:
         if key not in top:
@@ -261,7 +292,24 @@ class _Builder:
     def steps(self, node: yaml.Node, names: set[str]) -> tuple:
         if not isinstance(node, yaml.SequenceNode) or not node.value:
             self.fail(node, "steps must be a non-empty list")
-        return tuple(self.step(n, names) for n in node.value)
+        steps = tuple(self.step(n, names) for n in node.value)
+        self.check_captures(steps, node.value)
+        return steps
+
+    def check_captures(self, steps, nodes) -> None:
+        """A `:name` no earlier statement of its session captured would reach the server as SQL."""
+        captured: dict[str, list[str]] = {}
+        for step, node in zip(steps, nodes):
+            if not isinstance(step, Statement):
+                continue
+            known = captured.setdefault(step.session, [])
+            for name in CAPTURE_REF.findall(step.sql):
+                if name not in known:
+                    have = f"it captures {', '.join(known)}" if known else "it captures nothing"
+                    self.fail(node, f"{step.session}'s statement uses :{name}, but no earlier step of {step.session} "
+                              f"captures '{name}' ({have} before this step)")
+            if step.capture:
+                known.append(step.capture)
 
     def step(self, node: yaml.Node, names: set[str]):
         line = node.start_mark.line + 1
@@ -291,6 +339,10 @@ class _Builder:
 
     def statement(self, node: yaml.Node, fields, names: set[str]) -> Statement:
         sessions = [k for k in fields if k not in STATEMENT_KEYS]
+        unknown = [k for k in sessions if k not in names]
+        if len(sessions) > 1 and unknown or len(sessions) == 1 and unknown and _nearest(unknown[0], STEP_WORDS):
+            key = unknown[0]
+            self.fail(fields[key][0], f"unknown key '{key}' in a step{_did_you_mean(key, names)}")
         if len(sessions) != 1:
             self.fail(node, "a step names one session (e.g. 'A: BEGIN;'), or is narrate, locks or a fault")
         name = sessions[0]
@@ -364,13 +416,20 @@ class _Builder:
             for required in ("name", "sql", "expect"):
                 if required not in fields:
                     self.fail(item, f"an invariant needs '{required}'")
-            self.only(fields, {"name", "sql", "expect"}, "an invariant")
+            self.only(fields, {"name", "sql", "expect", "holds"}, "an invariant")
+            holds = "always"
+            if "holds" in fields:
+                hnode = fields["holds"][1]
+                holds = self.text_of(hnode, "invariant holds").strip()
+                if holds not in INVARIANT_HOLDS:
+                    self.fail(hnode, f"invariant holds must be one of {', '.join(INVARIANT_HOLDS)}")
             out.append(
                 Invariant(
                     name=self.text_of(fields["name"][1], "invariant name").strip(),
                     sql=self.text_of(fields["sql"][1], "invariant sql").strip(),
                     expect=self.rows(fields["expect"][1], "invariant expect"),
                     line=item.start_mark.line + 1,
+                    holds=holds,
                 )
             )
         return tuple(out)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from . import control
 from . import events as ev
 from .errors import ScenarioError, ServerError, StuckError
-from .scenario import ISOLATION_LEVELS, Fault, Locks, Narration, Scenario, SessionSpec, Statement
+from .scenario import CAPTURE_REF, ISOLATION_LEVELS, Fault, Locks, Narration, Scenario, SessionSpec, Statement
 from .scratch import ScratchDatabase
 from .server import ServerInfo
 from .session import Session
@@ -33,7 +33,6 @@ POLL_MAX_S = 0.002
 LEAD_FIRST_S = 0.05
 SKIPS_ROW_LOCKS = re.compile(r"\b(SKIP\s+LOCKED|NOWAIT)\b", re.IGNORECASE)
 SKIP_LOCKED_CONFIRM_S = 0.005
-CAPTURE_REF = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
 @dataclass(frozen=True)
@@ -101,6 +100,9 @@ class Driver:
         self.started = 0.0
         self._inflight: dict[str, tuple[int, Statement, str]] = {}
         self._blocker_names: dict[str, tuple[str, ...]] = {}
+        # Threads of sessions disconnected during a lock wait: the server ends them only when
+        # the wait ends, so they are killed before the database is reset or dropped.
+        self._orphans: list[int] = []
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -131,6 +133,7 @@ class Driver:
         """
         import MySQLdb
 
+        self._end_orphans()
         for name, session in list(self.sessions.items()):
             if session.busy and not session.closed:
                 self._kill_quietly(session.thread_id)
@@ -195,6 +198,7 @@ class Driver:
             if not session.closed and self.control is not None:
                 self._kill_quietly(session.thread_id)
             session.close()
+        self._end_orphans(wait=False)  # DROP DATABASE waits for their locks anyway
         if self.user_conn is not None:
             try:
                 self.user_conn.close()
@@ -203,6 +207,13 @@ class Driver:
             self.user_conn = None
         self.control = None
         self.scratch.close(quiet)
+
+    def _end_orphans(self, wait: bool = True) -> None:
+        for thread_id in self._orphans:
+            self._kill_quietly(thread_id)
+            if wait:
+                self._wait_gone(thread_id, time.perf_counter() + self.options.step_timeout)
+        self._orphans.clear()
 
     def _kill_quietly(self, thread_id: int) -> None:
         try:
@@ -377,9 +388,17 @@ class Driver:
             self._control(f"KILL CONNECTION {session.thread_id}")
             yield from self._settle()
         else:
+            waited = session.busy
             session.drop_socket()
             self._inflight.pop(session.name, None)
             session.pending_sql = None
+            if waited:
+                # InnoDB does not look at the client's socket during a lock wait: the server
+                # finds the connection gone only when the wait ends, as with a crashed client.
+                self._orphans.append(session.thread_id)
+                detail = "its statement was waiting: the server ends the session when that wait ends"
+                yield ev.FaultApplied(index, action, session.name, self.now(), detail)
+                return
         gone = self._wait_gone(session.thread_id, began + self.options.step_timeout)
         took = (time.perf_counter() - began) * 1000.0
         if gone:

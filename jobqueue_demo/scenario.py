@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from . import mysql_errors
@@ -13,7 +14,11 @@ ISOLATION_LEVELS = {
     "serializable": "SERIALIZABLE",
 }
 
+# `:claimed` in a statement: the value an earlier statement of the same session captured.
+CAPTURE_REF = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 FAULT_ACTIONS = ("kill", "disconnect", "kill-query", "reconnect", "wait")
+# When an invariant must hold: after every schedule, or only after those without an injected fault.
+INVARIANT_HOLDS = ("always", "without-faults")
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,7 @@ class Invariant:
     sql: str
     expect: tuple[tuple[str | None, ...], ...]
     line: int
+    holds: str = "always"  # one of INVARIANT_HOLDS
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,7 @@ class Scenario:
     why: str = ""
     verified: str | None = None
     invariants: tuple[Invariant, ...] = ()
+    explore: str | None = None  # the lesson written for `explore`, next to this one
     source: str = field(default="", repr=False, compare=False)
 
     @property

@@ -44,18 +44,49 @@ def outcomes(events: list) -> dict[int, Outcome]:
     return {i: Outcome(done.get(i), i in waited) for i in waited | done.keys()}
 
 
-def check(scenario: Scenario, events: list) -> list[Mismatch]:
+def check(scenario: Scenario, events: list, reached: int | None = None) -> list[Mismatch]:
+    """Every difference, those seen when a statement answered first: an error where none was
+    expected comes before the statements left without an answer because of it.
+
+    `reached`: the run stopped before this step index; later steps are not compared.
+    """
     seen = outcomes(events)
-    out = []
+    found = []
     for index, step in scenario.statements():
-        if step.expect is None:
-            continue
+        if reached is not None and index >= reached:
+            break
         outcome = seen.get(index, Outcome(None, False))
-        problem = _compare(step.expect, outcome)
+        problem = _compare(step.expect, outcome) if step.expect is not None else _unexpected_error(outcome)
         if problem:
             expected, got = problem
-            out.append(Mismatch(index + 1, step.line, step.session, step.sql, expected, got))
+            found.append((outcome.result is None, Mismatch(index + 1, step.line, step.session, step.sql, expected, got)))
+    return [m for _, m in sorted(found, key=lambda pair: (pair[0], pair[1].step))]
+
+
+def _unexpected_error(outcome: Outcome) -> tuple[str, str] | None:
+    """A statement without an expectation is still expected not to fail."""
+    if outcome.result is not None and outcome.result.error is not None:
+        return ("no error (no expectation written)", describe_result(outcome.result))
+    return None
+
+
+def failed_unexpectedly(scenario: Scenario, events: list) -> list[str]:
+    """"B's statement at step 3 failed with ERROR 1064" for each error no expectation allowed."""
+    out = []
+    for event in events:
+        if isinstance(event, ev.Completed) and event.result.error is not None:
+            step = scenario.steps[event.index]
+            expect = getattr(step, "expect", None)
+            if expect is None or expect.error is None or not expect.error.matches(event.result.error.errno):
+                out.append(
+                    f"{event.session}'s statement at step {event.index + 1} (line {step.line}) "
+                    f"failed with ERROR {event.result.error.errno}"
+                )
     return out
+
+
+def met(expect: Expectation, outcome: Outcome) -> bool:
+    return _compare(expect, outcome) is None
 
 
 def _compare(expect: Expectation, outcome: Outcome) -> tuple[str, str] | None:

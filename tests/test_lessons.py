@@ -51,7 +51,7 @@ def test_lessons_lists_every_lesson_from_any_directory(tmp_path):
     assert done.returncode == 0, done.stderr
     for path in LESSONS:
         scenario = core.load(str(path))
-        entry = next(line for line in done.stdout.splitlines() if line.split()[0] == path.stem)
+        entry = next(line for line in done.stdout.splitlines() if line and line.split()[0] == path.stem)
         assert entry.endswith(scenario.summary or scenario.title)
         detail = done.stdout.splitlines()[done.stdout.splitlines().index(entry) + 1]
         assert f"sessions {', '.join(scenario.session_names)}; verified: {scenario.verified or 'not recorded'}" in detail

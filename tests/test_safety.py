@@ -272,7 +272,8 @@ def test_scenario_sql_cannot_reach_outside_its_scratch_database(tmp_path):
         before = _query(conn, f"CHECKSUM TABLE {canary}.t")
         scenario = _escape_scenario(tmp_path, canary, victim.thread_id(), [])
         done = cli("run", str(scenario), "--format", "json", "--dsn", LOCAL_DSN)
-        assert done.returncode == 0, done.stderr
+        # Each refusal is an error where the scenario wrote no expectation: exit 1.
+        assert done.returncode == 1, done.stderr
         results = _results(done.stdout)
         errors = [r.get("error", {}).get("errno") for r in results]
         assert errors[:8] == [1044, 1142, 1044, 1142, 1044, 1227, 1095, 1142], done.stdout
@@ -291,7 +292,7 @@ def test_scenario_sql_cannot_reach_outside_its_scratch_database(tmp_path):
 def test_embedded_server_files_stay_in_its_own_directory(tmp_path):
     scenario = _escape_scenario(tmp_path, "mysql", 1, ["SHUTDOWN;"])
     confined = cli("run", str(scenario), "--format", "json")
-    assert confined.returncode == 0, confined.stderr
+    assert confined.returncode == 1, confined.stderr
     assert _results(confined.stdout)[10]["error"]["errno"] == 1227  # SHUTDOWN
     # Even as root, files outside the server's own directory are out of reach.
     files = tmp_path / "files.yaml"

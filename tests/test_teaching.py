@@ -254,6 +254,8 @@ def test_ctrl_c_at_a_prompt_exits_130_and_cleans_up(embedded, terminal, waits):
     database = step_until_b_waits(term)
     term.proc.send_signal(signal.SIGINT)
     assert term.finish() == 130
+    # The same summary as `q` gives.
+    assert "-- interrupted (Ctrl-C) before step 5 of 8: sessions rolled back, scratch database dropped" in term.text
     assert database not in scratch_databases(embedded)
     assert "Traceback" not in term.text and "Exception ignored" not in term.text
 
@@ -297,7 +299,7 @@ def test_columns_of_the_seed_fit_80_columns(seed_events):
     assert any(l.startswith("A marks job 1 done and commits.") for l in lines)
 
 
-@pytest.mark.parametrize("width", [20, 60, 80, 132])
+@pytest.mark.parametrize("width", [43, 60, 80, 132])  # 43: the narrowest with two columns
 def test_columns_never_exceed_the_width(seed_events, width):
     lines = columns_text(seed_events, ("A", "B"), width)
     assert max(cells(l) for l in lines) <= width
@@ -308,7 +310,8 @@ def test_columns_cli_piped_is_plain_and_fits(embedded):
     done = cli("run", "skip-locked", "--layout", "columns", "--dsn", dsn_of(embedded), env={"COLUMNS": "80"})
     assert done.returncode == 0, done.stderr
     assert "\x1b[" not in done.stdout
-    lines = done.stdout.splitlines()
+    heading, *lines = done.stdout.splitlines()  # the heading names the server, wrapped by the terminal
+    assert heading.startswith("-- A job queue on FOR UPDATE SKIP LOCKED: on ")
     assert max(cells(l) for l in lines) <= 80
     assert "B> ROLLBACK;" in done.stdout and " | " in lines[0]
 
@@ -320,7 +323,10 @@ def test_columns_waiting_statement_stays_marked_until_it_completes(server, waits
     done = next(i for i, r in enumerate(right) if r.startswith("B> <... completed after"))
     between = range(waits + 2, done)  # the wait phrase wraps onto a second line
     assert len(between) > 5
-    assert all(right[i].startswith(":") for i in between), "\n".join(lines[waits:done + 1])
+    # Narration spans the whole width between rows; every row of columns keeps the marker.
+    rows = [i for i in between if " | " in lines[i]]
+    assert len(rows) > 3 and all(right[i].startswith(":") for i in rows), "\n".join(lines[waits:done + 1])
+    assert any(lines[i] and " | " not in lines[i] for i in between)  # the narration, whole
     assert any("A> COMMIT;" in lines[i] for i in between)
     assert right[done + 1:done + 4] == [" id", "----", "  2"]
     assert not any(r.startswith(":") for r in right[done:])

@@ -87,7 +87,7 @@ def test_live_view_and_summary_render(embedded):
     from jobqueue_demo.render.live import progress_table, summary_table
 
     seen = []
-    summary = run_workers(WorkersConfig(workers=3, jobs=30, kill=1), embedded, seen.append)
+    summary = run_workers(WorkersConfig(workers=3, jobs=30, kill=1, work_ms=5), embedded, seen.append)
     assert seen and all(len(p.workers) == 3 for p in seen)
     console = Console(file=io.StringIO(), width=100, color_system=None)
     console.print(progress_table(seen[-1]))

@@ -2,8 +2,11 @@
 
 A statement held on a lock keeps a marker in its column on every line until the row where it
 completes, so the reader sees who is blocked while the others go on. Every line fits the
-given width: SQL and prose wrap at spaces, and a result table too wide for its column is
-shown expanded, one `column | value` line each, as psql's \\x does.
+given width: SQL, results and prose wrap at spaces with continuation lines indented, and a
+result table too wide for its column is shown expanded, one `column | value` line each, as
+psql's \\x does. Narration spans the whole width, so it never reads as one session's output.
+Below MIN_CELL cells per column a statement keyword no longer fits beside its prompt, and
+the view falls back to the transcript, saying why in one line.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from .transcript import (
     wait_phrase,
 )
 
-WAIT, ERROR, MARK, HEAD, FRAME = "wait", "error", "mark", "head", "frame"
+WAIT, ERROR, MARK, HEAD, FRAME, TABLE = "wait", "error", "mark", "head", "frame", "table"
+# The narrowest column that holds a prompt and a statement keyword ("relay> SELECT id,").
+MIN_CELL = 20
 
 
 @dataclass(frozen=True)
@@ -107,9 +112,7 @@ class ColumnsLayout:
     def __init__(self, sessions: tuple[str, ...], width: int, glyphs: Glyphs):
         self.sessions = sessions
         self.glyphs = glyphs
-        gaps = len(glyphs.sep) * (len(sessions) - 1)
-        # However narrow the terminal, nothing may run past its edge: cells shrink instead.
-        self.cell = max(2, (width - gaps) // len(sessions))
+        self.cell = cell_width(len(sessions), width, glyphs)
         self.waiting: set[str] = set()
 
     def header(self) -> list[tuple[Segment, ...]]:
@@ -150,16 +153,8 @@ class ColumnsLayout:
         return Block(column, column, tuple(lines))
 
     def _spanning(self, lines: list[Line]) -> Block:
-        """A row for everyone: the widest run of columns whose session is not waiting."""
-        runs, start = [], None
-        for i, name in enumerate(self.sessions + ("",)):
-            if name and name not in self.waiting:
-                start = i if start is None else start
-            elif start is not None:
-                runs.append((start, i - 1))
-                start = None
-        first, last = max(runs, key=lambda r: r[1] - r[0], default=(0, len(self.sessions) - 1))
-        return Block(first, last, tuple(lines))
+        """A row across every column: in one session's column it would read as its output."""
+        return Block(0, len(self.sessions) - 1, tuple(lines))
 
     def _track(self, event) -> None:
         if isinstance(event, ev.Waiting):
@@ -221,31 +216,50 @@ def _completed(event: ev.Completed, width: int) -> list[Line]:
     return head + result_lines(event.session, event.sql, result)
 
 
+def cell_width(sessions: int, width: int, glyphs: Glyphs) -> int:
+    """Cells per column; however narrow the terminal, nothing may run past its edge."""
+    return max(2, (width - len(glyphs.sep) * (sessions - 1)) // sessions)
+
+
 def rows_lines(session: str | None, columns, numeric, rows, width: int, omitted: int = 0) -> list[Line]:
     """psql's aligned table where it fits the column, else its expanded form (\\x)."""
     table = format_table(columns, numeric, rows, omitted).split("\n")
     if max(cells(line) for line in table) > width:
         table = expanded(columns, rows, width)
-    return [Line(text, session, RESULT) for text in table]
+    return [Line(text, session, TABLE) for text in table]
 
 
 def expanded(columns, rows, width: int) -> list[str]:
     """One `name | value` line per column and a `-[ RECORD n ]` rule per row, as psql's \\x."""
     names = max(cells(c) for c in columns)
     values = max((cells(v or "") for row in rows for v in row), default=0)
+    longest = max((cells(w) for row in rows for v in row for w in (v or "").split()), default=0)
+    # When a word would not fit beside the names, each value goes under its name instead.
+    stacked = longest > width - names - 3
     out = []
     for number, row in enumerate(rows, 1):
         head = f"-[ RECORD {number} ]"
-        if len(head) <= names + 1:
+        if len(head) <= names + 1 and not stacked:
             out.append(head + "-" * (names + 1 - len(head)) + "+" + "-" * min(values + 1, width - names - 2))
-        else:  # the `+` would not sit over the ` | ` below it
+        else:  # the `+` would not sit over a ` | ` below it
             out.append(head + "-" * max(0, min(width, names + values + 3) - len(head)))
         for name, value in zip(columns, row):
-            label = name + " " * (names - cells(name))
-            for part in (value or "").split("\n"):
-                out.append(f"{label} | {part}".rstrip())
-                label = " " * names
+            out += _stacked(name, value or "", width) if stacked else _field(name, names, value or "", width)
     return out or ["(0 rows)"]
+
+
+def _stacked(name: str, value: str, width: int) -> list[str]:
+    return [name] + [f"  {part}" for text in value.split("\n") for part in wrap(text, width - 2)]
+
+
+def _field(name: str, names: int, value: str, width: int) -> list[str]:
+    """`name | value`, the value wrapping at spaces under itself."""
+    room = width - names - 3
+    out, label = [], name + " " * (names - cells(name))
+    for part in (p for text in value.split("\n") for p in wrap(text, max(2, room))):
+        out.append(f"{label} | {part}".rstrip())
+        label = " " * names
+    return out
 
 
 def _statement(session: str, sql: str, comment: str | None) -> list[Line]:
@@ -262,11 +276,11 @@ def _wrap_line(line: Line, width: int) -> list[str]:
         indent = " " * (len(line.session) + 2)
         text = line.text if line.text.startswith(f"{line.session}> ") else indent + line.text
         return wrap(text, width, indent)
-    if line.kind == RESULT and not line.text.startswith("ERROR "):
+    if line.kind == TABLE:
         return fold(line.text, width)
     if line.kind == NARRATION:
         return wrap(line.text, width)
-    return wrap(line.text, width, "   " if line.kind in (NOTE, WAIT) else "")
+    return wrap(line.text, width, "   " if line.kind in (NOTE, WAIT, RESULT) else "")
 
 
 def _pad(text: str, width: int) -> str:
@@ -283,20 +297,37 @@ def plain_text(line: tuple[Segment, ...]) -> str:
 
 # The transcript's session colours (cyan, magenta, ...), as rich names them.
 RICH_SESSION = ("cyan", "magenta", "yellow", "green", "blue", "red")
-RICH_KIND = {SQL: "bold {c}", RESULT: "{c}", HEAD: "bold {c}", ERROR: "bold red", NOTE: "dim",
+RICH_KIND = {SQL: "bold {c}", RESULT: "{c}", TABLE: "{c}", HEAD: "bold {c}", ERROR: "bold red", NOTE: "dim",
              NARRATION: "italic", WAIT: "yellow", MARK: "dim yellow", FRAME: "dim"}
 
 
 class ColumnsView:
-    """Writes the diagram as events arrive: rich styles on a terminal, plain text when piped."""
+    """Writes the diagram as events arrive: rich styles on a terminal, plain text when piped.
+
+    Too narrow for its sessions, it writes the transcript instead, after a one-line note.
+    """
 
     def __init__(self, stream, sessions: tuple[str, ...], width: int, rich: bool):
         self.stream = stream
         self.layout = ColumnsLayout(sessions, width, BOX if rich else PLAIN)
         self.console = _console(stream, width) if rich else None
         self.colours = {n: RICH_SESSION[i % len(RICH_SESSION)] for i, n in enumerate(sessions)}
+        self.fallback = None
+        if self.layout.cell < MIN_CELL:
+            from .transcript import TranscriptWriter
+
+            self.fallback = TranscriptWriter(stream, sessions, rich)
+            need = MIN_CELL * len(sessions) + len(self.layout.glyphs.sep) * (len(sessions) - 1)
+            self.note = Line(
+                f"-- columns: {len(sessions)} sessions in {width} columns leave {self.layout.cell} characters each, "
+                f"too narrow for a statement; showing the transcript (columns need {need})", None, NOTE,
+            )
 
     def write(self, event) -> None:
+        if self.fallback is not None:
+            note = [self.note] if isinstance(event, ev.RunStarted) else []
+            self.fallback.write(note + event_lines(event))
+            return
         for line in self.layout.lines(event):
             if self.console is None:
                 self.stream.write(plain_text(line) + "\n")

@@ -77,7 +77,14 @@ RUN_NOTE = (
 )
 
 
+PAGE_SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".json": "json"}
+
+
 def render_page(facts: LessonFacts, fmt: str) -> str:
+    if fmt == "json":
+        from .page_json import render_json
+
+        return render_json(facts)
     return render_html(facts) if fmt == "html" else render_markdown(facts)
 
 

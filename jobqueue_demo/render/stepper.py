@@ -32,6 +32,14 @@ class Quit(Exception):
         self.total = total
 
 
+class Interrupted(Quit):
+    """Ctrl-C at a step's prompt: the same clean stop as `q`, reported as an interruption."""
+
+    def __init__(self, step: int, total: int):
+        super().__init__(step, total)
+        self.args = (f"interrupted (Ctrl-C) before step {step} of {total}",)
+
+
 @dataclass(frozen=True)
 class Pacing:
     step: bool  # hold each step until Enter (or q)
@@ -112,6 +120,7 @@ class StepGate:
         self.prompt = prompt
         self.width = width
         self.waiting: dict[str, None] = {}  # insertion-ordered set
+        self.at = 0  # the step shown last, 1-based
 
     def __call__(self, event) -> None:
         if isinstance(event, ev.RunStarted) and self.pacing.step:
@@ -123,7 +132,11 @@ class StepGate:
         if isinstance(event, (ev.Completed, ev.FaultApplied)):
             self.waiting.pop(event.session, None)
         if isinstance(event, ev.StepStarting):
-            self._hold(event)
+            self.at = event.index + 1
+            try:
+                self._hold(event)
+            except KeyboardInterrupt:
+                raise Interrupted(self.at, self.total) from None
 
     def _hold(self, event: ev.StepStarting) -> None:
         if not self.pacing.step:

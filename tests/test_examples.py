@@ -1,0 +1,75 @@
+"""Every command in the README's fenced blocks and in every --help example runs as pasted.
+
+Each block runs in a fresh bash (clean environment, a new empty directory) after the
+README's activation line, one command after another, as a user pastes it. The server is the
+test's embedded one, handed over the documented way ($JOBQUEUE_DEMO_DSN), so each command
+does not start its own. Commands that take minutes are listed in SLOW, by exact text, and
+run by bench/bench_slow_examples.py instead: nothing is left out without being named here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import dsn_of, local_server_reachable
+from examples import help_blocks, readme_blocks, run_pasted
+
+# Run by bench/bench_slow_examples.py, each with why it is too slow for the suite.
+SLOW = {
+    "jobqueue-demo bench": "the whole sweep of strategies, workers and isolation levels: minutes",
+    "jobqueue-demo run skip-locked --pace 3": "one step every 3 s: 14 steps take 40 s",
+    "jobqueue-demo workers --workers 8 --jobs 2000 --strategy skip-locked": "2,000 jobs on 8 processes",
+    "jobqueue-demo bench --jobs 300 --workers 1,2,4 --strategies skip-locked,for-update": "a sweep of 6 runs",
+    "jobqueue-demo bench --jobs 300 --workers 2,4 --strategies skip-locked,lease --kill 1 --json": "a sweep of 8 runs with kills",
+}
+# Examples that show a failure on purpose, with the exit code the README documents for it.
+EXIT_CODES = {
+    "jobqueue-demo explore claim-without-lock-explore --faults rollback,disconnect": 1,  # the double claim
+}
+LOCAL_SERVER = "127.0.0.1:3306"
+BLOCKS = readme_blocks() + help_blocks()
+
+
+def test_every_command_has_examples_and_the_readme_has_blocks():
+    assert len(readme_blocks()) >= 4
+    assert all(block.commands for block in help_blocks()), [b.where for b in help_blocks() if not b.commands]
+
+
+def test_examples_name_lessons_that_work_from_anywhere():
+    """A path into the checkout fails anywhere else; a lesson's name works after pip install."""
+    paths = [c for block in BLOCKS for c in block.commands if "scenarios/" in c or ".yaml" in c and "my-" not in c]
+    assert paths == []
+
+
+def test_every_slow_example_is_still_shown_somewhere():
+    """A SLOW entry that no longer matches an example would hide nothing and mean nothing."""
+    shown = {command for block in BLOCKS for command in block.commands}
+    assert set(SLOW) <= shown, set(SLOW) - shown
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=lambda b: b.where)
+def test_examples_run_as_pasted(block, embedded, tmp_path):
+    unreachable = []
+    for command in block.commands:
+        if command in SLOW:
+            continue
+        if LOCAL_SERVER in command and not local_server_reachable():
+            unreachable.append(command)
+            continue
+        done = run_pasted(command, tmp_path, dsn_of(embedded), timeout=180)
+        expected = EXIT_CODES.get(command, 0)
+        assert done.returncode == expected, f"{block.where}: {command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+        assert "Traceback" not in done.stderr and "command not found" not in done.stderr
+        assert done.stdout.strip() or "-o " in command or ">" in command, f"{command}: printed nothing"
+    if unreachable:
+        pytest.skip(f"{unreachable} name the server on {LOCAL_SERVER}, which does not answer")
+
+
+def test_a_handout_written_to_a_file_is_complete(embedded, tmp_path):
+    done = run_pasted("jobqueue-demo run deadlock > handout.txt", tmp_path, dsn_of(embedded), timeout=120)
+    assert done.returncode == 0, done.stderr
+    handout = (tmp_path / "handout.txt").read_text()
+    title = handout.splitlines()[0]
+    assert title.startswith("-- Two claimers deadlock, the server picks a victim"), title
+    assert f"on {embedded.label} (" in title
+    assert done.stderr == ""

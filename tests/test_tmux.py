@@ -1,0 +1,139 @@
+"""Step mode and the columns view in a real terminal (tmux) at 60, 80 and 120 columns.
+
+tmux draws what a projector would show: the test reads the screen back with capture-pane.
+Each test has its own tmux server (-L), so nothing touches a user's tmux. `make test`
+installs tmux when it is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, dsn_of, scratch_databases
+from jobqueue_demo.render.columns import cells
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (make test installs it)")
+
+
+class Tmux:
+    def __init__(self, width: int, command: list[str], folder):
+        self.socket = f"jqd-test-{os.getpid()}-{time.monotonic_ns()}"
+        # The pane must outlive the command, so the screen and exit status can still be read.
+        self.config = folder / "tmux.conf"
+        self.config.write_text("set -g remain-on-exit on\nset -g history-limit 5000\n")
+        # tmux may leave the finished command unreaped for a while (its exit status unknown),
+        # so the shell writes the status itself; `trap true INT` keeps it alive past a Ctrl-C
+        # meant for the command, without making the command ignore SIGINT.
+        self.status_file = folder / "status"
+        script = (f"cd {shlex.quote(str(ROOT))}; trap true INT; " + " ".join(shlex.quote(c) for c in command)
+                  + f"; echo $? > {shlex.quote(str(self.status_file))}")
+        self.tmux("new-session", "-d", "-x", str(width), "-y", "50", "-s", "t", f"bash -c {shlex.quote(script)}")
+
+    def tmux(self, *args: str) -> str:
+        command = ["tmux", "-L", self.socket, "-f", str(self.config), *args]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=10)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def screen(self) -> str:
+        # -J joins lines the terminal wrapped: a line wider than the screen shows as one.
+        return self.tmux("capture-pane", "-p", "-J", "-t", "t", "-S", "-2000")
+
+    def wait_for(self, text: str, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.05)
+        raise AssertionError(f"{text!r} not on screen:\n{self.screen()}")
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", "t", *keys)
+
+    def exit_status(self, timeout: float = 30.0) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.status_file.exists() and self.status_file.read_text().strip():
+                return int(self.status_file.read_text())
+            time.sleep(0.05)
+        raise AssertionError("the command did not end:\n" + self.screen())
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
+        path = Path(f"/tmp/tmux-{os.getuid()}") / self.socket
+        path.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def tmux(tmp_path):
+    started = []
+
+    def start(width: int, *args: str) -> Tmux:
+        # COLUMNS, when set (pytest sets it), would win over the terminal's own size.
+        term = Tmux(width, ["env", "-u", "COLUMNS", "-u", "LINES", "NO_COLOR=1", sys.executable, "-m", "jobqueue_demo", *args], tmp_path)
+        started.append(term)
+        return term
+
+    yield start
+    for term in started:
+        term.close()
+
+
+def drawn(screen: str) -> list[str]:
+    return [line.rstrip() for line in screen.rstrip("\n").splitlines() if not line.startswith("Pane is dead")]
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_columns_on_a_terminal(tmux, embedded, width):
+    term = tmux(width, "run", "outbox", "--layout", "columns", "--dsn", dsn_of(embedded))
+    assert term.exit_status() == 0, term.screen()
+    lines = drawn(term.screen())
+    text = "\n".join(lines)
+    assert lines[0].startswith("-- Work outside the database needs retries")
+    if width < 120:  # 4 sessions need 89 columns
+        assert f"-- columns: 4 sessions in {width} columns leave" in text and "showing the transcript" in text
+        assert "│" not in text and "mail> INSERT INTO emails_sent" in text
+        return
+    assert max(cells(line) for line in lines[1:]) <= width  # the title line is the terminal's to wrap
+    assert "─┼─" in text and " │ " in text
+    assert "First without a cure. A claims job 1 and sends the email straight away." in text
+    assert "Query OK, 1 row affected" in text
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_step_mode_on_a_terminal(tmux, embedded, width):
+    term = tmux(width, "run", "for-update-waits", "--step", "--layout", "columns", "--dsn", dsn_of(embedded))
+    term.wait_for("[Enter] run it")
+    for _ in range(5):
+        term.keys("Enter")
+        time.sleep(0.15)
+    screen = term.wait_for("waiting")
+    lines = drawn(screen)
+    assert max(cells(line) for line in lines if not line.startswith("-- ")) <= width
+    assert "A> BEGIN;" in screen and "B> SELECT" in screen
+    term.keys("q")
+    assert term.exit_status() == 0
+    assert "quit before step" in term.screen() and "sessions rolled back, scratch database dropped" in term.screen()
+
+
+def test_ctrl_c_in_step_mode_gives_the_same_summary_as_q(tmux, embedded):
+    before = scratch_databases(embedded)
+    term = tmux(80, "run", "skip-locked", "--step", "--dsn", dsn_of(embedded))
+    term.wait_for("-- step 1/14")
+    term.keys("Enter")
+    term.wait_for("-- step 2/14")
+    term.keys("C-c")
+    assert term.exit_status() == 130
+    screen = term.screen()
+    assert "-- interrupted (Ctrl-C) before step 2 of 14: sessions rolled back, scratch database dropped" in screen
+    assert "Traceback" not in screen
+    assert scratch_databases(embedded) == before
