@@ -25,6 +25,7 @@ from . import control
 from .errors import ServerError
 from .mysql_errors import ER_LOCK_WAIT_TIMEOUT, LOST_CONNECTION
 from .server import ANSWER_TIMEOUT_S, ConnectParams, ServerInfo
+from .waits import CLIENT_THREAD
 
 PREFIX = "jqd_"
 # Older versions named their databases jqd_ and 10 hex digits, without a named lock: nothing
@@ -223,7 +224,8 @@ def _metadata_holders(conn, database: str) -> list[int]:
     import MySQLdb
 
     for sql in (
-        f"SELECT DISTINCT THREAD_ID FROM information_schema.METADATA_LOCK_INFO WHERE TABLE_SCHEMA = {literal(database)}",
+        "SELECT DISTINCT THREAD_ID FROM information_schema.METADATA_LOCK_INFO "
+        f"WHERE TABLE_SCHEMA = {literal(database)} AND {CLIENT_THREAD}",
         "SELECT DISTINCT t.PROCESSLIST_ID FROM performance_schema.metadata_locks m "
         "JOIN performance_schema.threads t ON t.THREAD_ID = m.OWNER_THREAD_ID "
         f"WHERE m.OBJECT_SCHEMA = {literal(database)} AND m.LOCK_STATUS = 'GRANTED'",
