@@ -16,7 +16,7 @@ from examples import help_blocks, readme_blocks, run_pasted
 
 # Run by bench/bench_slow_examples.py, each with why it is too slow for the suite.
 SLOW = {
-    "jobqueue-demo bench": "the whole sweep of strategies, workers and isolation levels: minutes",
+    "jobqueue-demo bench": "the default sweep of strategies, workers and isolation levels: about 40 s",
     "jobqueue-demo run skip-locked --pace 3": "one step every 3 s: 14 steps take 40 s",
     "jobqueue-demo workers --workers 8 --jobs 2000 --strategy skip-locked": "2,000 jobs on 8 processes",
     "jobqueue-demo bench --jobs 300 --workers 1,2,4 --strategies skip-locked,for-update": "a sweep of 6 runs",
