@@ -36,6 +36,10 @@ DSN_HELP = (
     "Server to use: mysql://user:pass@host:port/db (or ?unix_socket=/path). "
     "Default: $JOBQUEUE_DEMO_DSN, else a private throwaway server started for this run."
 )
+SHOW_LOCKS_HELP = (
+    "After each statement that locked rows, how many index records it locked against the rows it "
+    "returned or changed (InnoDB's count for its transaction)."
+)
 STEP_TIMEOUT_HELP = (
     "Longest wait for any one statement, fault or result, in seconds; also how long a server "
     "that stops answering is waited for (exit 3)."
@@ -127,6 +131,7 @@ def run(
     fmt: RunFormat = typer.Option(
         RunFormat.text, "--format", help="text, or json: one JSON object per event per line (JSON Lines)."
     ),
+    show_locks: bool = typer.Option(False, "--show-locks", help=SHOW_LOCKS_HELP),
 ) -> None:
     """Run a scenario and print its transcript.
 
@@ -136,6 +141,7 @@ def run(
       jobqueue-demo run skip-locked --step --layout columns
       jobqueue-demo run skip-locked --pace 3
       jobqueue-demo run skip-locked --format json
+      jobqueue-demo run index-locks --show-locks
       jobqueue-demo run deadlock > handout.txt
       jobqueue-demo run skip-locked --dsn mysql://root@127.0.0.1:3306/test
     """
@@ -158,7 +164,7 @@ def run(
                 show(event)
 
             try:
-                report = core.run(loaded, server, step_timeout, on_event)
+                report = core.run(loaded, server, step_timeout, on_event, show_locks)
             except Quit as stop:
                 _say(f"-- {stop}: sessions rolled back, scratch database dropped")
                 _say_notes(stop)
@@ -231,6 +237,7 @@ def export(
     ),
     dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
     step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1, max=MAX_SECONDS, callback=finite),
+    show_locks: bool = typer.Option(False, "--show-locks", help=SHOW_LOCKS_HELP),
 ) -> None:
     """Run and verify a scenario, then write its lesson page.
 
@@ -245,6 +252,7 @@ def export(
       jobqueue-demo export skip-locked -o skip-locked.html
       jobqueue-demo export nowait -o nowait.md
       jobqueue-demo export outbox -o outbox.json
+      jobqueue-demo export filesort-locks --show-locks -o filesort-locks.html
     """
     from . import app as core
     from .errors import ExpectationsNotMet
@@ -257,7 +265,7 @@ def export(
     with server_for(dsn) as server:
         _say(f"-- {loaded.title}: on {server.label} ({server.where})")
         try:
-            page = core.lesson_page(loaded, server, step_timeout, fmt.value)
+            page = core.lesson_page(loaded, server, step_timeout, fmt.value, show_locks)
         except ExpectationsNotMet as e:
             for mismatch in e.mismatches:
                 _say("  " + str(mismatch).replace("\n", "\n  "))

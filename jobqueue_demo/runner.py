@@ -46,6 +46,8 @@ class RunOptions:
     # once in 1000 claims on a loaded machine); explore, which must not mistake it for a
     # wait, asks for a few milliseconds, `run` keeps its detection latency.
     confirm_s: float = 0.0
+    # --show-locks: after each statement, the record locks it added (footprint.py).
+    show_locks: bool = False
 
 
 class Run:
@@ -94,6 +96,7 @@ class Driver:
         # Runs the scenario's own setup and invariants, as the sessions' (per-run) user.
         self.user_conn = None
         self.monitor: WaitMonitor | None = None
+        self.footprint = None
         self.sessions: dict[str, Session] = {}
         self.specs = {s.name: s for s in scenario.sessions}
         self.captures: dict[str, dict[str, str | None]] = {s.name: {} for s in scenario.sessions}
@@ -110,6 +113,10 @@ class Driver:
         self.scratch.open()
         self.control = self.scratch.conn
         self.monitor = WaitMonitor(self.control, self.server.flavor)
+        if self.options.show_locks:
+            from .footprint import Footprint
+
+            self.footprint = Footprint(self.monitor, self.sessions)
         self.user_conn = self.scratch.session_params.connect(
             database=self.database, multi_statements=True, answer_timeout=self.options.step_timeout
         )
@@ -230,6 +237,11 @@ class Driver:
     # -- steps -----------------------------------------------------------------
 
     def step(self, index: int, step) -> Iterator[ev.Event]:
+        if self.footprint is not None:
+            return self.footprint.follow(self._step(index, step))
+        return self._step(index, step)
+
+    def _step(self, index: int, step) -> Iterator[ev.Event]:
         if isinstance(step, Narration):
             yield ev.Narrated(index, step.text)
         elif isinstance(step, Statement):
