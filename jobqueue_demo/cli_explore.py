@@ -151,6 +151,10 @@ def _counterexample_lines(report, group) -> list:
         Line(f"== {heads}", None, NOTE),
         Line(f"== shortest schedule, {len(shortest.moves)} steps: {moves}", None, NOTE),
     ]
+    if group[0].left_out:
+        lines.append(Line(f"== the {group[0].left_out} step(s) after it in the schedule found change nothing; "
+                          "left out, uncommitted work rolled back before the check", None, NOTE))
+    lines += [Line(f"== {e.anomaly}: {e.cause}", None, NOTE) for e in group[0].explanations]
     if not all(f.reproduced for f in group):
         lines.append(Line("-- note: run again for this transcript, the schedule did not show it this time", None, NOTE))
     for event in honest_events(report.scenario, shortest.events):
@@ -205,6 +209,8 @@ def _finding_dict(report, finding) -> dict:
         "schedules": finding.schedules,
         "reproduced": finding.reproduced,
         "shortest": [str(m) for m in finding.shortest.moves],
+        "left_out": finding.left_out,
+        "explanations": [{"anomaly": e.anomaly, "cause": e.cause} for e in finding.explanations],
         "got": [list(r) for r in failed[0].got.rows] if failed and failed[0].got.error is None else None,
         "transcript": [line.text for line in _counterexample_lines(report, [finding])],
     }
