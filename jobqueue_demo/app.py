@@ -65,7 +65,8 @@ def cleanup(dsn: str | None, dry_run: bool, cache: bool) -> Cleanup:
 
 
 def run(
-    scenario: Scenario, server, step_timeout: float, on_event: Callable | None = None, show_locks: bool = False
+    scenario: Scenario, server, step_timeout: float, on_event: Callable | None = None, show_locks: bool = False,
+    settings: tuple[str, ...] = (),
 ) -> RunReport:
     from .runner import Run, RunOptions
     from .verify import check
@@ -75,7 +76,8 @@ def run(
     # Closed here, not when garbage collected: an exception from on_event (a viewer quitting,
     # Ctrl-C) must roll back and drop the scratch database while the server is still up.
     try:
-        with closing(Run(scenario, server, RunOptions(step_timeout=step_timeout, show_locks=show_locks)).events()) as stream:
+        options = RunOptions(step_timeout=step_timeout, show_locks=show_locks, session_settings=settings)
+        with closing(Run(scenario, server, options).events()) as stream:
             for event in stream:
                 events.append(event)
                 if on_event is not None:

@@ -16,6 +16,7 @@ from typing import List, Optional
 
 import typer
 
+from .cli_matrix import MATRIX_HELP
 from .errors import EXIT_INTERRUPTED, EXIT_MISMATCH, EXIT_OK, DemoError
 
 EXIT_CODES_HELP = (
@@ -132,6 +133,7 @@ def run(
         RunFormat.text, "--format", help="text, or json: one JSON object per event per line (JSON Lines)."
     ),
     show_locks: bool = typer.Option(False, "--show-locks", help=SHOW_LOCKS_HELP),
+    matrix: List[str] = typer.Option([], "--matrix", metavar="NAME=V1,V2", help=MATRIX_HELP, show_default=False),
 ) -> None:
     """Run a scenario and print its transcript.
 
@@ -142,6 +144,7 @@ def run(
       jobqueue-demo run skip-locked --pace 3
       jobqueue-demo run skip-locked --format json
       jobqueue-demo run index-locks --show-locks
+      jobqueue-demo run gap-locks --matrix isolation=read-committed,repeatable-read
       jobqueue-demo run deadlock > handout.txt
       jobqueue-demo run skip-locked --dsn mysql://root@127.0.0.1:3306/test
     """
@@ -152,6 +155,10 @@ def run(
     if fmt is RunFormat.json and layout is Layout.columns:
         raise UsageError("--layout columns is a text layout; leave it out with --format json")
     loaded = core.load(scenario)
+    if matrix:
+        _matrix_alone(step or pace is not None or fmt is RunFormat.json or layout is Layout.columns or show_locks)
+        _lesson_matrix([loaded], dsn, matrix, step_timeout)
+        return
     show = _run_view(loaded, layout, fmt)
     with server_for(dsn) as server:
         # Part of the transcript, so a handout written with `> file` starts with it; JSON
@@ -181,6 +188,22 @@ def run(
     if report.mismatches:
         _say(f"-- {len(report.mismatches)} expectation(s) not met; 'jobqueue-demo verify' shows them")
         raise typer.Exit(EXIT_MISMATCH)
+
+
+def _matrix_alone(other_options: bool) -> None:
+    from .errors import UsageError
+
+    if other_options:
+        raise UsageError("--matrix prints one table for all combinations; leave out --step, --pace, --format, --layout and --show-locks")
+
+
+def _lesson_matrix(loaded: list, dsn: str | None, matrix: list[str], step_timeout: float) -> None:
+    from .cli_matrix import check_axes, lesson_matrix
+
+    check_axes(matrix)
+    with server_for(dsn) as server:
+        if not lesson_matrix(loaded, server, matrix, step_timeout):
+            raise typer.Exit(EXIT_MISMATCH)
 
 
 def _heading(text: str, to_stderr: bool) -> None:
@@ -300,6 +323,7 @@ def verify(
     scenarios: List[str] = typer.Argument(..., help="Scenario files or lesson names."),
     dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
     step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1, max=MAX_SECONDS, callback=finite),
+    matrix: List[str] = typer.Option([], "--matrix", metavar="NAME=V1,V2", help=MATRIX_HELP, show_default=False),
 ) -> None:
     """Run scenarios and check every step against its expectation.
 
@@ -309,11 +333,15 @@ def verify(
     \b
     Example:
       jobqueue-demo verify skip-locked nowait outbox
+      jobqueue-demo verify skip-locked --matrix innodb_snapshot_isolation=ON,OFF
     """
     from . import app as core
     from .errors import StuckRun
 
     loaded = [core.load(s) for s in scenarios]
+    if matrix:
+        _lesson_matrix(loaded, dsn, matrix, step_timeout)
+        return
     failed = 0
     with server_for(dsn) as server:
         for item in loaded:

@@ -65,6 +65,7 @@ class ExploreOptions:
     jobs: int = 1
     step_timeout: float = 10.0
     recreate: bool = False  # rebuild the database from setup for every schedule, whatever the steps
+    settings: tuple[str, ...] = ()  # --matrix: SET SESSION assignments for every session
 
 
 @dataclass(frozen=True)
@@ -457,7 +458,8 @@ class Worker:
 
     def __init__(self, space: Space, server, options: ExploreOptions, name_blockers: bool = False):
         self.space = space
-        self.driver = Driver(space.scenario, server, RunOptions(options.step_timeout, name_blockers, CONFIRM_WAIT_S))
+        run_options = RunOptions(options.step_timeout, name_blockers, CONFIRM_WAIT_S, session_settings=options.settings)
+        self.driver = Driver(space.scenario, server, run_options)
         self.recreate = options.recreate
         self.reset: Snapshot | Rebuild | None = None
 

@@ -48,6 +48,8 @@ class RunOptions:
     confirm_s: float = 0.0
     # --show-locks: after each statement, the record locks it added (footprint.py).
     show_locks: bool = False
+    # --matrix: SET SESSION assignments for every session, after its own (matrix.py).
+    session_settings: tuple[str, ...] = ()
 
 
 class Run:
@@ -191,6 +193,7 @@ class Driver:
             settings.append(f"innodb_lock_wait_timeout = {spec.innodb_lock_wait_timeout}")
         if spec.lock_wait_timeout is not None:
             settings.append(f"lock_wait_timeout = {spec.lock_wait_timeout}")
+        settings += self.options.session_settings
         if settings:
             conn.query(("SET SESSION " + ", ".join(settings)).encode())
 
