@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 MATRIX_HELP = (
-    "NAME=V1,V2: run under each value of a server variable (or isolation); repeat for more "
-    "axes, every combination is run. Prints which steps' outcomes differ."
+    "NAME=V1,V2: run under each value of a server variable (or isolation, for every session); "
+    "repeat for more axes, every combination is run. Prints a table of what differs. Global-only "
+    "variables are set on the private embedded server only."
 )
 
 
