@@ -194,7 +194,9 @@ def _matrix_alone(other_options: bool) -> None:
     from .errors import UsageError
 
     if other_options:
-        raise UsageError("--matrix prints one table for all combinations; leave out --step, --pace, --format, --layout and --show-locks")
+        raise UsageError(
+            "--matrix prints one table for all combinations; leave out --step, --pace, --format, --layout and --show-locks"
+        )
 
 
 def _lesson_matrix(loaded: list, dsn: str | None, matrix: list[str], step_timeout: float, checking: bool) -> None:

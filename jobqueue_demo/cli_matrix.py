@@ -38,9 +38,10 @@ def lesson_matrix(loaded: list, server, texts: list[str], step_timeout: float) -
         columns = []
         for combination in plan:
             events: list = []
+            settings = session_settings(server, combination)
             with globals_set(server, combination):
                 try:
-                    report = core.run(scenario, server, step_timeout, events.append, settings=session_settings(server, combination))
+                    report = core.run(scenario, server, step_timeout, events.append, settings=settings)
                     summary = f"all {report.checked} met" if not report.mismatches else f"{len(report.mismatches)} not met"
                     all_met &= not report.mismatches
                 except StuckRun:

@@ -694,4 +694,5 @@ def _explained(space: Space, worker: Worker, finding: Finding) -> Finding:
         return finding
     shown = shortest_prefix(space, worker, finding.shortest)
     left_out = len(finding.shortest.moves) - len(shown.moves)
-    return replace(finding, shortest=shown, left_out=left_out, explanations=tuple(explain(space.scenario, shown.moves, shown.events)))
+    named = tuple(explain(space.scenario, shown.moves, shown.events))
+    return replace(finding, shortest=shown, left_out=left_out, explanations=named)
