@@ -79,4 +79,9 @@ def explore_matrix(loaded, server, texts: list[str], options) -> bool:
         rows.append((f"{kind}: {what}", *cells))
     print(f"-- {loaded.path}: {len(plan)} combination(s) on {server.label}")
     print(matrix_text(plan, "schedules", rows))
-    return not any(r.failed for r in reports)
+    failed = [f"[{i}]" for i, r in enumerate(reports, 1) if r.failed]
+    if failed:
+        print(f"verdict: FAILED under {', '.join(failed)} of {len(plan)} combination(s) (exit 1)")
+    else:
+        print(f"verdict: invariants hold and nothing got stuck under all {len(plan)} combination(s)")
+    return not failed

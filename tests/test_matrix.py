@@ -21,6 +21,11 @@ def test_a_malformed_axis_is_refused(text):
         parse_axes([text])
 
 
+def test_the_table_is_not_combined_with_a_transcript_option(tmp_path):
+    done = cli("run", "skip-locked", "--matrix", "isolation=serializable", "--show-locks", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.startswith("jobqueue-demo: --matrix prints one table")
+
+
 def test_an_axis_given_twice_is_refused():
     with pytest.raises(UsageError):
         parse_axes(["isolation=read-committed", "isolation=serializable"])
@@ -53,6 +58,7 @@ def test_snapshot_isolation_turns_the_silent_double_claim_into_errors(embedded, 
     assert rows["violated: no job done twice"][0] == "-" and rows["violated: no job done twice"][1] != "-"
     errors = [cells for name, cells in rows.items() if name.startswith("error: ERROR 1020 for")]
     assert errors and all(cells[0] != "-" and cells[1] == "-" for cells in errors)
+    assert done.stdout.rstrip().endswith("verdict: FAILED under [1], [2] of 2 combination(s) (exit 1)")
 
 
 def test_a_global_variable_is_refused_on_a_shared_server(local, tmp_path):
