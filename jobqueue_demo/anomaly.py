@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from . import events as ev
+from . import mysql_errors
 from .scenario import CAPTURE_REF, Statement
 
 BEGINS = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION)\b", re.IGNORECASE)
@@ -45,7 +46,7 @@ class Done:
     sql: str
     event: ev.Completed
     step: Statement
-    txn: int  # the session's transaction it ran in, counted from 0
+    txn: int | None  # the session's explicit transaction it ran in, counted from 1; None: autocommit
 
 
 @dataclass(frozen=True)
@@ -74,24 +75,36 @@ def _answers(scenario, moves, events) -> list[Done]:
     for move in moves:
         if not move.fault:
             labels[tracks[move.session][move.position]] = str(move)
-    out, txn = [], dict.fromkeys(tracks, 0)
+    out, count, open_ = [], dict.fromkeys(tracks, 0), dict.fromkeys(tracks, False)
     for event in events:
         if not isinstance(event, ev.Completed) or not isinstance(scenario.steps[event.index], Statement):
             continue
         step = scenario.steps[event.index]
         if BEGINS.match(event.sql):
-            txn[event.session] += 1
-        out.append(Done(len(out), event.session, labels.get(event.index, "?"), event.sql, event, step, txn[event.session]))
+            count[event.session] += 1
+            open_[event.session] = True
+        txn = count[event.session] if open_[event.session] else None
+        out.append(Done(len(out), event.session, labels.get(event.index, "?"), event.sql, event, step, txn))
+        error = event.result.error
+        if ENDS.match(event.sql) or (error is not None and error.errno == mysql_errors.ER_LOCK_DEADLOCK):
+            open_[event.session] = False  # a deadlock victim's transaction is rolled back
     return out
 
 
 def _commits(done: list[Done]) -> dict[tuple[str, int], Done]:
-    """(session, transaction) -> its successful COMMIT."""
-    return {
-        (d.session, d.txn): d
-        for d in done
-        if ENDS.match(d.sql) and d.sql.split()[0].upper().startswith("COMMIT") and d.event.result.error is None
-    }
+    """(session, transaction) -> what made it durable: its COMMIT, or an autocommit statement itself."""
+    out = {}
+    for d in done:
+        if d.event.result.error is not None:
+            continue
+        if d.sql.split()[0].upper().startswith("COMMIT") or (d.txn is None and not READS.match(d.sql) and not ENDS.match(d.sql)):
+            out[_txn_key(d)] = d
+    return out
+
+
+def _txn_key(d: Done) -> tuple[str, int]:
+    """An autocommit statement is a transaction of its own, keyed apart by its place."""
+    return (d.session, d.txn if d.txn is not None else -d.at - 1)
 
 
 def _chains(done: list[Done]) -> list[Chain]:
@@ -110,12 +123,12 @@ def _chains(done: list[Done]) -> list[Chain]:
 
 
 def _lost_updates(done: list[Done], commits) -> list[Explanation]:
-    committed = [c for c in _chains(done) if (c.write.session, c.write.txn) in commits]
+    committed = [c for c in _chains(done) if _txn_key(c.write) in commits]
     out, told = [], set()
     for first in committed:
-        first_commit = commits[(first.write.session, first.write.txn)]
+        first_commit = commits[_txn_key(first.write)]
         for second in committed:
-            second_commit = commits[(second.write.session, second.write.txn)]
+            second_commit = commits[_txn_key(second.write)]
             if second.read.session == first.read.session or second.value != first.value:
                 continue
             if not (second.read.at < first_commit.at < second_commit.at):
@@ -133,7 +146,7 @@ def _lost_update(first: Chain, second: Chain, first_commit: Done, second_commit:
     write tells the story: the value written (an overwrite) or the row chosen (a double claim)."""
     a, b = first.write.session, second.write.session
     value = f"{first.name} = {_text(first.value)}"
-    head = f"{b} read {value} at {second.read.label}, before {a}'s commit at {first_commit.label}"
+    head = f"{b} read {value} at {second.read.label}, before {_committed(first_commit)}"
     both = f"and both committed ({a} at {first_commit.label}, {b} at {second_commit.label})."
     if _chooses_row(second.write.step.sql, second.name):
         cause = (
@@ -160,7 +173,7 @@ def _non_repeatable(done: list[Done], commits) -> list[Explanation]:
     reads = [d for d in done if READS.match(d.sql) and d.event.result.error is None and d.event.result.is_rows]
     for i, first in enumerate(reads):
         again = next((d for d in reads[i + 1 :] if (d.session, d.txn, d.sql) == (first.session, first.txn, first.sql)), None)
-        if again is None or again.txn == 0 or again.event.result.rows == first.event.result.rows:
+        if again is None or again.txn is None or again.event.result.rows == first.event.result.rows:
             continue
         between = [c for (s, _), c in commits.items() if s != first.session and first.at < c.at < again.at]
         if not between:
@@ -168,10 +181,16 @@ def _non_repeatable(done: list[Done], commits) -> list[Explanation]:
         commit = min(between, key=lambda c: c.at)
         cause = (
             f"{first.session} ran the same read at {first.label} and {again.label} in one transaction and got "
-            f"different rows; {commit.session}'s commit at {commit.label} came in between."
+            f"different rows; {_committed(commit)} came in between."
         )
         out.append(Explanation("non-repeatable read", cause))
     return out
+
+
+def _committed(done: Done) -> str:
+    if done.txn is None:
+        return f"{done.session}'s autocommitted statement at {done.label}"
+    return f"{done.session}'s commit at {done.label}"
 
 
 def _text(value: str | None) -> str:

@@ -37,12 +37,13 @@ def test_an_overwrite_is_a_lost_update_and_the_read_after_it_is_left_out(server)
 
 
 def test_two_reads_with_a_commit_between_are_a_non_repeatable_read(embedded):
+    # B's read, also autocommitted, changes nothing and is not what came between.
     finding = _violation(embedded, str(DATA / "non-repeatable.yaml"))
     (told,) = finding.explanations
     assert told.anomaly == "non-repeatable read"
     assert told.cause == (
         "A ran the same read at A2 and A3 in one transaction and got different rows; "
-        "B's commit at B3 came in between."
+        "B's autocommitted statement at B2 came in between."
     )
 
 
