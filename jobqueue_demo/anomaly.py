@@ -72,9 +72,8 @@ def _answers(scenario, moves, events) -> list[Done]:
     for index, step in enumerate(scenario.steps):
         if getattr(step, "session", None):
             tracks.setdefault(step.session, []).append(index)
-    for move in moves:
-        if not move.fault:
-            labels[tracks[move.session][move.position]] = str(move)
+    for move in moves:  # a fault stands in the place of the step it replaced
+        labels[tracks[move.session][move.position]] = str(move)
     out, count, open_ = [], dict.fromkeys(tracks, 0), dict.fromkeys(tracks, False)
     for event in events:
         if not isinstance(event, ev.Completed) or not isinstance(scenario.steps[event.index], Statement):
