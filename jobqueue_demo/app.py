@@ -64,7 +64,10 @@ def cleanup(dsn: str | None, dry_run: bool, cache: bool) -> Cleanup:
     return Cleanup([f for s in sweeps for f in s.found], [p for s in sweeps for p in s.problems])
 
 
-def run(scenario: Scenario, server, step_timeout: float, on_event: Callable | None = None) -> RunReport:
+def run(
+    scenario: Scenario, server, step_timeout: float, on_event: Callable | None = None, show_locks: bool = False,
+    settings: tuple[str, ...] = (),
+) -> RunReport:
     from .runner import Run, RunOptions
     from .verify import check
 
@@ -73,7 +76,8 @@ def run(scenario: Scenario, server, step_timeout: float, on_event: Callable | No
     # Closed here, not when garbage collected: an exception from on_event (a viewer quitting,
     # Ctrl-C) must roll back and drop the scratch database while the server is still up.
     try:
-        with closing(Run(scenario, server, RunOptions(step_timeout=step_timeout)).events()) as stream:
+        options = RunOptions(step_timeout=step_timeout, show_locks=show_locks, session_settings=settings)
+        with closing(Run(scenario, server, options).events()) as stream:
             for event in stream:
                 events.append(event)
                 if on_event is not None:
@@ -140,13 +144,13 @@ def lesson_name(scenario: Scenario) -> str:
     return scenario.path
 
 
-def lesson_page(scenario: Scenario, server, step_timeout: float, fmt: str) -> str:
+def lesson_page(scenario: Scenario, server, step_timeout: float, fmt: str, show_locks: bool = False) -> str:
     """Run and verify the scenario, then render its lesson page; a page is only ever made
     from a run that met every expectation."""
     from .errors import ExpectationsNotMet
     from .render.export import LessonFacts, render_page
 
-    report = run(scenario, server, step_timeout)
+    report = run(scenario, server, step_timeout, show_locks=show_locks)
     if report.mismatches:
         raise ExpectationsNotMet(
             f"{scenario.path}: {len(report.mismatches)} expectation(s) not met on {server.label}; no page written",

@@ -16,6 +16,7 @@ from typing import List, Optional
 
 import typer
 
+from .cli_matrix import MATRIX_HELP
 from .errors import EXIT_INTERRUPTED, EXIT_MISMATCH, EXIT_OK, DemoError
 
 EXIT_CODES_HELP = (
@@ -35,6 +36,10 @@ app = typer.Typer(
 DSN_HELP = (
     "Server to use: mysql://user:pass@host:port/db (or ?unix_socket=/path). "
     "Default: $JOBQUEUE_DEMO_DSN, else a private throwaway server started for this run."
+)
+SHOW_LOCKS_HELP = (
+    "After each statement that locked rows, how many index records it locked against the rows it "
+    "returned or changed (InnoDB's count for its transaction)."
 )
 STEP_TIMEOUT_HELP = (
     "Longest wait for any one statement, fault or result, in seconds; also how long a server "
@@ -127,6 +132,8 @@ def run(
     fmt: RunFormat = typer.Option(
         RunFormat.text, "--format", help="text, or json: one JSON object per event per line (JSON Lines)."
     ),
+    show_locks: bool = typer.Option(False, "--show-locks", help=SHOW_LOCKS_HELP),
+    matrix: List[str] = typer.Option([], "--matrix", metavar="NAME=V1,V2", help=MATRIX_HELP, show_default=False),
 ) -> None:
     """Run a scenario and print its transcript.
 
@@ -136,6 +143,8 @@ def run(
       jobqueue-demo run skip-locked --step --layout columns
       jobqueue-demo run skip-locked --pace 3
       jobqueue-demo run skip-locked --format json
+      jobqueue-demo run index-locks --show-locks
+      jobqueue-demo run gap-locks --matrix isolation=read-committed,repeatable-read
       jobqueue-demo run deadlock > handout.txt
       jobqueue-demo run skip-locked --dsn mysql://root@127.0.0.1:3306/test
     """
@@ -146,6 +155,10 @@ def run(
     if fmt is RunFormat.json and layout is Layout.columns:
         raise UsageError("--layout columns is a text layout; leave it out with --format json")
     loaded = core.load(scenario)
+    if matrix:
+        _matrix_alone(step or pace is not None or fmt is RunFormat.json or layout is Layout.columns or show_locks)
+        _lesson_matrix([loaded], dsn, matrix, step_timeout, checking=False)
+        return
     show = _run_view(loaded, layout, fmt)
     with server_for(dsn) as server:
         # Part of the transcript, so a handout written with `> file` starts with it; JSON
@@ -158,7 +171,7 @@ def run(
                 show(event)
 
             try:
-                report = core.run(loaded, server, step_timeout, on_event)
+                report = core.run(loaded, server, step_timeout, on_event, show_locks)
             except Quit as stop:
                 _say(f"-- {stop}: sessions rolled back, scratch database dropped")
                 _say_notes(stop)
@@ -175,6 +188,25 @@ def run(
     if report.mismatches:
         _say(f"-- {len(report.mismatches)} expectation(s) not met; 'jobqueue-demo verify' shows them")
         raise typer.Exit(EXIT_MISMATCH)
+
+
+def _matrix_alone(other_options: bool) -> None:
+    from .errors import UsageError
+
+    if other_options:
+        raise UsageError(
+            "--matrix prints one table for all combinations; leave out --step, --pace, --format, --layout and --show-locks"
+        )
+
+
+def _lesson_matrix(loaded: list, dsn: str | None, matrix: list[str], step_timeout: float, checking: bool) -> None:
+    """`run` shows the differences (expected under other settings); `verify` fails on them."""
+    from .cli_matrix import check_axes, lesson_matrix
+
+    check_axes(matrix)
+    with server_for(dsn) as server:
+        if not lesson_matrix(loaded, server, matrix, step_timeout) and checking:
+            raise typer.Exit(EXIT_MISMATCH)
 
 
 def _heading(text: str, to_stderr: bool) -> None:
@@ -231,6 +263,7 @@ def export(
     ),
     dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
     step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1, max=MAX_SECONDS, callback=finite),
+    show_locks: bool = typer.Option(False, "--show-locks", help=SHOW_LOCKS_HELP),
 ) -> None:
     """Run and verify a scenario, then write its lesson page.
 
@@ -245,6 +278,7 @@ def export(
       jobqueue-demo export skip-locked -o skip-locked.html
       jobqueue-demo export nowait -o nowait.md
       jobqueue-demo export outbox -o outbox.json
+      jobqueue-demo export filesort-locks --show-locks -o filesort-locks.html
     """
     from . import app as core
     from .errors import ExpectationsNotMet
@@ -257,7 +291,7 @@ def export(
     with server_for(dsn) as server:
         _say(f"-- {loaded.title}: on {server.label} ({server.where})")
         try:
-            page = core.lesson_page(loaded, server, step_timeout, fmt.value)
+            page = core.lesson_page(loaded, server, step_timeout, fmt.value, show_locks)
         except ExpectationsNotMet as e:
             for mismatch in e.mismatches:
                 _say("  " + str(mismatch).replace("\n", "\n  "))
@@ -292,6 +326,7 @@ def verify(
     scenarios: List[str] = typer.Argument(..., help="Scenario files or lesson names."),
     dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
     step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1, max=MAX_SECONDS, callback=finite),
+    matrix: List[str] = typer.Option([], "--matrix", metavar="NAME=V1,V2", help=MATRIX_HELP, show_default=False),
 ) -> None:
     """Run scenarios and check every step against its expectation.
 
@@ -301,11 +336,15 @@ def verify(
     \b
     Example:
       jobqueue-demo verify skip-locked nowait outbox
+      jobqueue-demo verify skip-locked --matrix innodb_snapshot_isolation=ON,OFF
     """
     from . import app as core
     from .errors import StuckRun
 
     loaded = [core.load(s) for s in scenarios]
+    if matrix:
+        _lesson_matrix(loaded, dsn, matrix, step_timeout, checking=True)
+        return
     failed = 0
     with server_for(dsn) as server:
         for item in loaded:

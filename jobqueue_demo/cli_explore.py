@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
 from .cli import DSN_HELP, MAX_SECONDS, STEP_TIMEOUT_HELP, _color, _heading, app, finite, server_for
+from .cli_matrix import MATRIX_HELP
 from .errors import EXIT_MISMATCH, UsageError
 
 OUTCOME_WORDS = {
@@ -35,6 +36,7 @@ def explore(
     jobs: int = typer.Option(2, "--jobs", min=1, max=16, help="Schedules run at once, each on its own connections."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     step_timeout: float = typer.Option(10.0, "--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1, max=MAX_SECONDS, callback=finite),
+    matrix: List[str] = typer.Option([], "--matrix", metavar="NAME=V1,V2", help=MATRIX_HELP, show_default=False),
 ) -> None:
     """Run every interleaving of a scenario's sessions and check its invariants after each.
 
@@ -49,6 +51,7 @@ def explore(
       jobqueue-demo explore skip-locked-explore
       jobqueue-demo explore claim-without-lock-explore --faults rollback,disconnect
       jobqueue-demo explore skip-locked-explore --sample 200 --seed 7 --json
+      jobqueue-demo explore claim-without-lock-explore --matrix innodb_snapshot_isolation=ON,OFF
     """
     import secrets
 
@@ -72,6 +75,9 @@ def explore(
     )
     loaded = core.load(scenario)
     at_most = planned(loaded, options)
+    if matrix:
+        _explore_matrix(loaded, dsn, matrix, options, as_json)
+        return
     note = advice(loaded, core.lesson_name(loaded))
     if note and not as_json:
         print(f"-- {note}")
@@ -87,6 +93,17 @@ def explore(
         print(verdict(report))
     if report.failed:
         raise typer.Exit(EXIT_MISMATCH)
+
+
+def _explore_matrix(loaded, dsn, matrix: list[str], options, as_json: bool) -> None:
+    from .cli_matrix import check_axes, explore_matrix
+
+    if as_json:
+        raise UsageError("--matrix prints one table for all combinations; leave out --json")
+    check_axes(matrix)
+    with server_for(dsn) as server:
+        if not explore_matrix(loaded, server, matrix, options):
+            raise typer.Exit(EXIT_MISMATCH)
 
 
 def verdict(report) -> str:
@@ -151,6 +168,10 @@ def _counterexample_lines(report, group) -> list:
         Line(f"== {heads}", None, NOTE),
         Line(f"== shortest schedule, {len(shortest.moves)} steps: {moves}", None, NOTE),
     ]
+    if group[0].left_out:
+        lines.append(Line(f"== the {group[0].left_out} step(s) after it in the schedule found change nothing; "
+                          "left out, uncommitted work rolled back before the check", None, NOTE))
+    lines += [Line(f"== {e.anomaly}: {e.cause}", None, NOTE) for e in group[0].explanations]
     if not all(f.reproduced for f in group):
         lines.append(Line("-- note: run again for this transcript, the schedule did not show it this time", None, NOTE))
     for event in honest_events(report.scenario, shortest.events):
@@ -205,6 +226,8 @@ def _finding_dict(report, finding) -> dict:
         "schedules": finding.schedules,
         "reproduced": finding.reproduced,
         "shortest": [str(m) for m in finding.shortest.moves],
+        "left_out": finding.left_out,
+        "explanations": [{"anomaly": e.anomaly, "cause": e.cause} for e in finding.explanations],
         "got": [list(r) for r in failed[0].got.rows] if failed and failed[0].got.error is None else None,
         "transcript": [line.text for line in _counterexample_lines(report, [finding])],
     }

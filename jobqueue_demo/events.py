@@ -74,8 +74,20 @@ class LocksShown:
 
 
 @dataclass(frozen=True)
+class LocksTaken:
+    """With --show-locks: the record locks a statement added to its transaction's."""
+
+    index: int
+    session: str
+    returned: int | None  # rows read or changed; None when the statement failed
+    read: bool  # a result set (returned rows) rather than a write (changed rows)
+    locked: int  # record locks this statement added
+    held: int  # record locks the transaction holds now
+
+
+@dataclass(frozen=True)
 class RunFinished:
     elapsed_ms: float
 
 
-Event = RunStarted | StepStarting | Narrated | Waiting | Completed | FaultApplied | LocksShown | RunFinished
+Event = RunStarted | StepStarting | Narrated | Waiting | Completed | FaultApplied | LocksShown | LocksTaken | RunFinished

@@ -65,6 +65,7 @@ class ExploreOptions:
     jobs: int = 1
     step_timeout: float = 10.0
     recreate: bool = False  # rebuild the database from setup for every schedule, whatever the steps
+    settings: tuple[str, ...] = ()  # --matrix: SET SESSION assignments for every session
 
 
 @dataclass(frozen=True)
@@ -457,7 +458,8 @@ class Worker:
 
     def __init__(self, space: Space, server, options: ExploreOptions, name_blockers: bool = False):
         self.space = space
-        self.driver = Driver(space.scenario, server, RunOptions(options.step_timeout, name_blockers, CONFIRM_WAIT_S))
+        run_options = RunOptions(options.step_timeout, name_blockers, CONFIRM_WAIT_S, session_settings=options.settings)
+        self.driver = Driver(space.scenario, server, run_options)
         self.recreate = options.recreate
         self.reset: Snapshot | Rebuild | None = None
 
@@ -499,6 +501,8 @@ class Worker:
             if enabled:
                 looked_again = False
                 move = chooser.choose(moves, enabled)
+                if move is None:  # a prefix run (minimise.py) ends here
+                    return
                 index, step = self.space.step_for(move)
                 events += self.driver.step(index, step)
                 cursor.take(move)
@@ -533,6 +537,8 @@ class Finding:
     schedules: int  # how many schedules showed it
     shortest: Execution  # the schedule run again with lock holders named, for the transcript
     reproduced: bool  # the run again showed the same finding
+    left_out: int = 0  # moves at the end of the schedule found that change nothing (minimise.py)
+    explanations: tuple = ()  # the anomalies its steps show (anomaly.py)
 
 
 @dataclass(frozen=True)
@@ -673,5 +679,20 @@ def _replayed(space: Space, server, options: ExploreOptions, tallies: list[Tally
     with Worker(space, server, options, name_blockers=True) as worker:
         for key in sorted(shortest, key=lambda k: (SEVERITY.index(k[0]), names.index(k[1]) if k[0] == VIOLATED else 0, k[1])):
             replay = worker.run(FirstChoice(shortest[key].moves))
-            out.append(Finding(key[0], key[1], seen[key], replay, key in replay.findings()))
+            out.append(_explained(space, worker, Finding(key[0], key[1], seen[key], replay, key in replay.findings())))
     return tuple(out)
+
+
+def _explained(space: Space, worker: Worker, finding: Finding) -> Finding:
+    """A violation with its schedule cut to the shortest prefix showing it, and named."""
+    from dataclasses import replace
+
+    from .anomaly import explain
+    from .minimise import shortest_prefix
+
+    if finding.kind != VIOLATED or not finding.reproduced:
+        return finding
+    shown = shortest_prefix(space, worker, finding.shortest)
+    left_out = len(finding.shortest.moves) - len(shown.moves)
+    named = tuple(explain(space.scenario, shown.moves, shown.events))
+    return replace(finding, shortest=shown, left_out=left_out, explanations=named)

@@ -34,7 +34,8 @@ def resolve(name: str) -> str:
 # here follow, by name.
 TEACHING_ORDER = (
     "skip-locked", "for-update-waits", "nowait", "metadata-lock", "stalled-worker", "disconnect-worker",
-    "kill-worker", "starvation", "index-locks", "deadlock", "gap-locks", "supremum-wait", "same-transaction",
+    "kill-worker", "starvation", "index-locks", "filesort-locks",
+    "deadlock", "gap-locks", "supremum-wait", "same-transaction",
     "outbox",
 )
 

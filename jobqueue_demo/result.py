@@ -33,6 +33,9 @@ class Result:
     error: SqlError | None = None
     warnings: int = 0
     elapsed_ms: float = field(default=0.0, compare=False)
+    # Rows an UPDATE matched, changed or not: a lost update may write the value already there
+    # (affected 0), and anomaly.py must still see the write.
+    matched: int | None = field(default=None, compare=False)
 
     @property
     def is_rows(self) -> bool:

@@ -46,6 +46,10 @@ class RunOptions:
     # once in 1000 claims on a loaded machine); explore, which must not mistake it for a
     # wait, asks for a few milliseconds, `run` keeps its detection latency.
     confirm_s: float = 0.0
+    # --show-locks: after each statement, the record locks it added (footprint.py).
+    show_locks: bool = False
+    # --matrix: SET SESSION assignments for every session, after its own (matrix.py).
+    session_settings: tuple[str, ...] = ()
 
 
 class Run:
@@ -94,6 +98,7 @@ class Driver:
         # Runs the scenario's own setup and invariants, as the sessions' (per-run) user.
         self.user_conn = None
         self.monitor: WaitMonitor | None = None
+        self.footprint = None
         self.sessions: dict[str, Session] = {}
         self.specs = {s.name: s for s in scenario.sessions}
         self.captures: dict[str, dict[str, str | None]] = {s.name: {} for s in scenario.sessions}
@@ -110,6 +115,10 @@ class Driver:
         self.scratch.open()
         self.control = self.scratch.conn
         self.monitor = WaitMonitor(self.control, self.server.flavor)
+        if self.options.show_locks:
+            from .footprint import Footprint
+
+            self.footprint = Footprint(self.monitor, self.sessions)
         self.user_conn = self.scratch.session_params.connect(
             database=self.database, multi_statements=True, answer_timeout=self.options.step_timeout
         )
@@ -184,6 +193,7 @@ class Driver:
             settings.append(f"innodb_lock_wait_timeout = {spec.innodb_lock_wait_timeout}")
         if spec.lock_wait_timeout is not None:
             settings.append(f"lock_wait_timeout = {spec.lock_wait_timeout}")
+        settings += self.options.session_settings
         if settings:
             conn.query(("SET SESSION " + ", ".join(settings)).encode())
 
@@ -230,6 +240,11 @@ class Driver:
     # -- steps -----------------------------------------------------------------
 
     def step(self, index: int, step) -> Iterator[ev.Event]:
+        if self.footprint is not None:
+            return self.footprint.follow(self._step(index, step))
+        return self._step(index, step)
+
+    def _step(self, index: int, step) -> Iterator[ev.Event]:
         if isinstance(step, Narration):
             yield ev.Narrated(index, step.text)
         elif isinstance(step, Statement):

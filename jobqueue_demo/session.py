@@ -7,6 +7,7 @@ still pending would silently read the wrong result, so the pending state is trac
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -35,7 +36,10 @@ def result_from_connection(conn, started: float, fetch_timeout: float = float("i
     except MySQLdb.Error as e:
         return Result(error=_sql_error(conn, e), elapsed_ms=_ms_since(started))
     if streamed is None:
-        return Result(affected=conn.affected_rows(), warnings=conn.warning_count(), elapsed_ms=_ms_since(started))
+        return Result(
+            affected=conn.affected_rows(), warnings=conn.warning_count(), elapsed_ms=_ms_since(started),
+            matched=_matched(conn.info()),
+        )
     described = streamed.describe()
     flags = streamed.field_flags()
     try:
@@ -154,3 +158,15 @@ class Session:
         except Exception:  # already closed or dropped: nothing left to release
             pass
         self.closed = True
+
+
+# The server's info line after an UPDATE (ER_UPDATE_INFO) is "Rows matched: %ld  Changed: %ld
+# Warnings: %ld" in every translation: its first number is the rows matched.
+FIRST_NUMBER = re.compile(r"\d+")
+
+
+def _matched(info: str | bytes | None) -> int | None:
+    if not info:
+        return None
+    found = FIRST_NUMBER.search(info.decode("utf-8", "replace") if isinstance(info, bytes) else info)
+    return int(found.group(0)) if found else None

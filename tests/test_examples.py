@@ -25,6 +25,9 @@ SLOW = {
 # Examples that show a failure on purpose, with the exit code the README documents for it.
 EXIT_CODES = {
     "jobqueue-demo explore claim-without-lock-explore --faults rollback,disconnect": 1,  # the double claim
+    "jobqueue-demo explore claim-without-lock-explore --matrix innodb_snapshot_isolation=ON,OFF": 1,  # under both
+    "jobqueue-demo explore claim-without-lock-explore --matrix innodb_snapshot_isolation=ON,OFF "
+    "--matrix isolation=read-committed,repeatable-read": 1,
 }
 LOCAL_SERVER = "127.0.0.1:3306"
 BLOCKS = readme_blocks() + help_blocks()

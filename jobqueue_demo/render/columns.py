@@ -23,6 +23,7 @@ from .transcript import (
     Line,
     event_lines,
     fault_text,
+    locks_taken_text,
     result_lines,
     statement_lines,
     wait_phrase,
@@ -139,6 +140,8 @@ class ColumnsLayout:
             return self._own(event.session, [*_statement(event.session, event.sql, event.comment), wait])
         if isinstance(event, ev.FaultApplied):
             return self._own(event.session, [Line(fault_text(event), event.session, NOTE)])
+        if isinstance(event, ev.LocksTaken):
+            return self._own(event.session, [Line(locks_taken_text(event), event.session, NOTE)])
         if isinstance(event, ev.Narrated):
             return self._spanning(event_lines(event))
         if isinstance(event, ev.LocksShown):

@@ -48,6 +48,9 @@ def records(event) -> list[dict]:
     if isinstance(event, ev.LocksShown):
         return [{"event": "locks", "step": event.index + 1, "columns": list(event.columns),
                  "rows": [list(r) for r in event.rows], "note": event.note}]
+    if isinstance(event, ev.LocksTaken):
+        return [{"event": "locks_taken", "step": event.index + 1, "session": event.session,
+                 "returned": event.returned, "read": event.read, "locked": event.locked, "held": event.held}]
     if isinstance(event, ev.RunFinished):
         return [{"event": "run_finished", "time_ms": _ms(event.elapsed_ms)}]
     return []

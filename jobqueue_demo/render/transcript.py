@@ -90,7 +90,22 @@ def event_lines(event) -> list[Line]:
     if isinstance(event, ev.LocksShown):
         table = format_table(event.columns, tuple(False for _ in event.columns), event.rows)
         return [Line(f"-- locks: {event.note}", None, NOTE)] + [Line(t, None, RESULT) for t in table.split("\n")]
+    if isinstance(event, ev.LocksTaken):
+        return [Line(locks_taken_text(event), event.session, NOTE)]
     return []
+
+
+def _rows(count: int) -> str:
+    return f"{count} row" + ("" if count == 1 else "s")
+
+
+def locks_taken_text(event: ev.LocksTaken) -> str:
+    if event.returned is None:
+        did = "failed"
+    else:
+        did = ("returned " if event.read else "changed ") + _rows(event.returned)
+    records = f"{event.locked} index record" + ("" if event.locked == 1 else "s")
+    return f"-- {event.session} {did}, locked {records} (its transaction holds {event.held})"
 
 
 FAULT_WORDS = {

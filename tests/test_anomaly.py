@@ -1,0 +1,56 @@
+"""explore names the anomaly its counterexample shows, and cuts the steps that change nothing."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import ROOT, cli, dsn_of
+from jobqueue_demo import app as core
+from jobqueue_demo.explore import ExploreOptions, explore
+
+DATA = ROOT / "tests" / "data"
+
+
+def _violation(server, name: str):
+    report = explore(core.load(name), server, ExploreOptions(jobs=1))
+    return next(f for f in report.findings if f.kind == "violated")
+
+
+def test_the_broken_claim_is_named_a_double_claim_from_its_schedule(server):
+    finding = _violation(server, "claim-without-lock-explore")
+    moves = " ".join(map(str, finding.shortest.moves))
+    assert moves == "A1 A2 A3 B1 B2 B3 B4 B5 A4 B6 B7" and finding.left_out == 0
+    (told,) = finding.explanations
+    assert told.anomaly.startswith("double claim")
+    assert told.cause.startswith("B read claimed = 1 at B5, before A's commit at A4 (A had acted on it at A3); ")
+    assert told.cause.endswith("and both committed (A at A4, B at B7).")
+
+
+def test_an_overwrite_is_a_lost_update_and_the_read_after_it_is_left_out(server):
+    finding = _violation(server, str(DATA / "lost-update-trailing.yaml"))
+    # B's final SELECT changes nothing: the prefix without it fails with the same balance.
+    assert [str(m) for m in finding.shortest.moves][-2:] == ["B3", "B4"] and finding.left_out == 1
+    assert [c.got.rows for c in finding.shortest.checks] == [(("110",),)]
+    (told,) = finding.explanations
+    assert told.anomaly == "lost update"
+    assert "B read balance = 100 at B2, before A's commit at A4; B's write at B3" in told.cause
+
+
+def test_two_reads_with_a_commit_between_are_a_non_repeatable_read(embedded):
+    # B's read, also autocommitted, changes nothing and is not what came between.
+    finding = _violation(embedded, str(DATA / "non-repeatable.yaml"))
+    (told,) = finding.explanations
+    assert told.anomaly == "non-repeatable read"
+    assert told.cause == (
+        "A ran the same read at A2 and A3 in one transaction and got different rows; "
+        "B's autocommitted statement at B2 came in between."
+    )
+
+
+def test_the_explanation_is_in_the_report_and_the_json(embedded, tmp_path):
+    text = cli("explore", "claim-without-lock-explore", "--dsn", dsn_of(embedded), cwd=tmp_path)
+    assert text.returncode == 1
+    assert "\n== double claim (a lost update: two transactions took the same item): B read claimed = 1" in text.stdout
+    report = json.loads(cli("explore", str(DATA / "lost-update-trailing.yaml"), "--json", "--dsn", dsn_of(embedded)).stdout)
+    (finding,) = report["findings"]
+    assert finding["left_out"] == 1 and finding["explanations"][0]["anomaly"] == "lost update"

@@ -1,0 +1,82 @@
+"""--matrix: a lesson under every combination of settings, the differing steps side by side."""
+
+from __future__ import annotations
+
+import io
+from contextlib import closing, redirect_stdout
+
+import pytest
+
+from conftest import LOCAL_DSN, cli, dsn_of, scratch_databases
+from jobqueue_demo import app as core
+from jobqueue_demo import control
+from jobqueue_demo.cli_matrix import lesson_matrix
+from jobqueue_demo.errors import UsageError
+from jobqueue_demo.matrix import parse_axes
+
+
+@pytest.mark.parametrize("text", ["isolation", "isolation=", "isolation=dirty", "a b=1", "x=1;DROP"])
+def test_a_malformed_axis_is_refused(text):
+    with pytest.raises(UsageError):
+        parse_axes([text])
+
+
+def test_the_table_is_not_combined_with_a_transcript_option(tmp_path):
+    done = cli("run", "skip-locked", "--matrix", "isolation=serializable", "--show-locks", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.startswith("jobqueue-demo: --matrix prints one table")
+
+
+def test_an_axis_given_twice_is_refused():
+    with pytest.raises(UsageError):
+        parse_axes(["isolation=read-committed", "isolation=serializable"])
+
+
+@pytest.mark.parametrize("where", ["embedded", "local"])
+def test_isolation_levels_side_by_side_show_the_gap_lock_wait(where, request, tmp_path):
+    dsn = dsn_of(request.getfixturevalue(where)) if where == "embedded" else LOCAL_DSN
+    if where == "local":
+        request.getfixturevalue("local")
+    done = cli("run", "gap-locks", "--matrix", "isolation=read-committed,repeatable-read", "--dsn", dsn, cwd=tmp_path)
+    # Under READ COMMITTED the lesson's wait does not happen: run shows it, verify fails on it.
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "[1] isolation=read-committed" in lines and "[2] isolation=repeatable-read" in lines
+    row = next(line for line in lines if line.startswith(" P1 line 40"))
+    assert [c.strip() for c in row.split("|")[1:]] == ["1 affected", "waited, 1 affected"]
+    assert [c.strip() for c in next(x for x in lines if x.startswith(" expectations")).split("|")[1:]] == ["1 not met", "all 11 met"]
+    checked = cli("verify", "gap-locks", "--matrix", "isolation=read-committed,repeatable-read", "--dsn", dsn, cwd=tmp_path)
+    assert checked.returncode == 1 and checked.stdout == done.stdout
+
+
+def test_snapshot_isolation_turns_the_silent_double_claim_into_errors(embedded, tmp_path):
+    done = cli(
+        "explore", "claim-without-lock-explore", "--matrix", "innodb_snapshot_isolation=ON,OFF",
+        "--dsn", dsn_of(embedded), cwd=tmp_path,
+    )
+    assert done.returncode == 1
+    rows = {line.split("|")[0].strip(): [c.strip() for c in line.split("|")[1:]] for line in done.stdout.splitlines() if "|" in line}
+    assert rows["violated: no job done twice"][0] == "-" and rows["violated: no job done twice"][1] != "-"
+    errors = [cells for name, cells in rows.items() if name.startswith("error: ERROR 1020 for")]
+    assert errors and all(cells[0] != "-" and cells[1] == "-" for cells in errors)
+    assert done.stdout.rstrip().endswith("verdict: FAILED under [1], [2] of 2 combination(s) (exit 1)")
+
+
+def test_a_global_variable_is_refused_on_a_shared_server(local, tmp_path):
+    before = scratch_databases(local)
+    done = cli("verify", "skip-locked", "--matrix", "innodb_print_all_deadlocks=ON,OFF", "--dsn", LOCAL_DSN, cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        "jobqueue-demo: --matrix innodb_print_all_deadlocks: a global-only variable, set only on the private "
+        "embedded server (leave out --dsn); a shared server's globals are not changed"
+    ]
+    assert scratch_databases(local) <= before
+
+
+def test_a_global_variable_is_set_on_the_embedded_server_and_put_back(embedded):
+    with closing(embedded.params.connect(database=None)) as conn:
+        before = control.value(conn, "SELECT @@GLOBAL.innodb_print_all_deadlocks")
+        out = io.StringIO()
+        with redirect_stdout(out):
+            met = lesson_matrix([core.load("nowait")], embedded, ["innodb_print_all_deadlocks=ON,OFF"], 10.0)
+        assert met and "[1] innodb_print_all_deadlocks=ON" in out.getvalue()
+        assert control.value(conn, "SELECT @@GLOBAL.innodb_print_all_deadlocks") == before
