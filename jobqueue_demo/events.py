@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .chain import WaitChain
 from .result import Result
 from .scenario import Step
 
@@ -74,8 +75,17 @@ class LocksShown:
 
 
 @dataclass(frozen=True)
+class Stuck:
+    """The schedule cannot go on; the run ends with StuckError right after this event."""
+
+    index: int
+    what: str  # e.g. "C's next statement cannot be sent"
+    chain: WaitChain
+
+
+@dataclass(frozen=True)
 class RunFinished:
     elapsed_ms: float
 
 
-Event = RunStarted | StepStarting | Narrated | Waiting | Completed | FaultApplied | LocksShown | RunFinished
+Event = RunStarted | StepStarting | Narrated | Waiting | Completed | FaultApplied | LocksShown | Stuck | RunFinished

@@ -75,7 +75,40 @@ def test_stuck_schedule_names_the_chain_without_sitting_out_timeouts(server):
         run(str(ROOT / "tests" / "data" / "stuck.yaml"), server, step_timeout=60)
     message = str(stuck.value)
     assert "stuck.yaml:11 (step 5)" in message
-    assert "B waits for A on 'SELECT id FROM jobs WHERE id = 1 FOR UPDATE;' (A idle" in message
+    assert "B waits for A (row lock jobs PRIMARY X" in message
+    assert "in 'SELECT id FROM jobs WHERE id = 1 FOR UPDATE;'), which is idle in a transaction" in message
+
+
+def test_stuck_names_the_whole_chain_with_each_lock(server):
+    """C waits for B, which waits for A, which is idle: the chain's end is why nothing moves."""
+    with pytest.raises(StuckError) as stuck:
+        run(str(ROOT / "tests" / "data" / "stuck-chain.yaml"), server)
+    assert (
+        "C waits for B (row lock jobs PRIMARY X (2), in 'SELECT id FROM jobs WHERE id = 2 FOR UPDATE;'), "
+        "which waits for A (row lock jobs PRIMARY X" in str(stuck.value)
+    )
+    assert str(stuck.value).endswith("which is idle in a transaction, so nothing will release its locks")
+
+
+@pytest.mark.parametrize("view", [(), ("--layout", "columns"), ("--format", "json")])
+def test_stuck_chain_is_in_every_view(embedded, view):
+    import json
+
+    done = cli("run", "tests/data/stuck-chain.yaml", *view, env={**dsn_env(embedded), "COLUMNS": "160"})
+    assert done.returncode == 1
+    if view == ("--format", "json"):
+        stuck = json.loads(done.stdout.splitlines()[-1])
+        assert stuck["event"] == "stuck" and stuck["step"] == 8 and not stuck["cycle"]
+        assert [(w["session"], w["waits_for"], w["lock"]) for w in stuck["waits"]] == [
+            ("C", ["B"], "jobs PRIMARY X (2)"), ("B", ["A"], stuck["waits"][1]["lock"])]
+        assert stuck["waits"][1]["lock"].startswith("jobs PRIMARY X")
+        assert stuck["holders"] == [{"session": "A", "state": "idle in a transaction"}]
+        return
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    at = lines.index("-- stuck: C's next statement cannot be sent; who waits for whom:")
+    assert lines[at + 1].startswith("--   C waits for B (row lock jobs PRIMARY X (2), in 'SELECT id FROM jobs WHERE id = 2")
+    assert lines[at + 2].startswith("--   B waits for A (row lock jobs PRIMARY X")
+    assert lines[at + 3] == "--   A is idle in a transaction, so nothing will release its locks"
 
 
 def test_stuck_cli_exit_1_and_nothing_left_behind(local):

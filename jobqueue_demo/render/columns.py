@@ -139,7 +139,7 @@ class ColumnsLayout:
             return self._own(event.session, [*_statement(event.session, event.sql, event.comment), wait])
         if isinstance(event, ev.FaultApplied):
             return self._own(event.session, [Line(fault_text(event), event.session, NOTE)])
-        if isinstance(event, ev.Narrated):
+        if isinstance(event, (ev.Narrated, ev.Stuck)):
             return self._spanning(event_lines(event))
         if isinstance(event, ev.LocksShown):
             span = self._spanning([])

@@ -48,6 +48,8 @@ def records(event) -> list[dict]:
     if isinstance(event, ev.LocksShown):
         return [{"event": "locks", "step": event.index + 1, "columns": list(event.columns),
                  "rows": [list(r) for r in event.rows], "note": event.note}]
+    if isinstance(event, ev.Stuck):
+        return [_stuck(event)]
     if isinstance(event, ev.RunFinished):
         return [{"event": "run_finished", "time_ms": _ms(event.elapsed_ms)}]
     return []
@@ -60,6 +62,15 @@ def _completed(event: ev.Completed) -> list[dict]:
         return [statement]
     wait_end = {"event": "wait_end", **base, "waited_ms": _ms(event.waited_ms), "blockers": list(event.blockers)}
     return [wait_end, {**statement, "waited_ms": _ms(event.waited_ms)}]
+
+
+def _stuck(event: ev.Stuck) -> dict:
+    found = event.chain
+    return {"event": "stuck", "step": event.index + 1, "what": event.what,
+            "waits": [{"session": k.session, "waits_for": list(k.blockers), "lock_kind": k.kind,
+                       "lock": k.lock or None, "statement": k.statement} for k in found.links],
+            "holders": [{"session": h.session, "state": h.state} for h in found.holders],
+            "cycle": found.cycle}
 
 
 def _ms(value: float | None) -> float | None:

@@ -90,7 +90,15 @@ def event_lines(event) -> list[Line]:
     if isinstance(event, ev.LocksShown):
         table = format_table(event.columns, tuple(False for _ in event.columns), event.rows)
         return [Line(f"-- locks: {event.note}", None, NOTE)] + [Line(t, None, RESULT) for t in table.split("\n")]
+    if isinstance(event, ev.Stuck):
+        return stuck_lines(event)
     return []
+
+
+def stuck_lines(event: ev.Stuck) -> list[Line]:
+    """The whole waits-for chain, one session a line, so the reason nothing moves is on the page."""
+    head = Line(f"-- stuck: {event.what}; who waits for whom:", None, NOTE)
+    return [head] + [Line(f"--   {text}", None, NOTE) for text in event.chain.lines()]
 
 
 FAULT_WORDS = {
