@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .chain import WaitChain
+from .deadlock import DeadlockCycle
 from .result import Result
 from .scenario import Step
 
@@ -54,6 +55,7 @@ class Completed:
     at_ms: float
     waited_ms: float | None = None  # set when this completes an earlier Waiting
     blockers: tuple[str, ...] = ()
+    deadlock: DeadlockCycle | None = None  # the cycle a 1213 broke, as the server told it
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 from . import chain, control
 from . import events as ev
+from .deadlock import DeadlockCycle, read_deadlock
 from .errors import ScenarioError, ServerError, StuckError
+from .mysql_errors import ER_LOCK_DEADLOCK
 from .scenario import CAPTURE_REF, ISOLATION_LEVELS, Fault, Locks, Narration, Scenario, SessionSpec, Statement
 from .scratch import ScratchDatabase
 from .server import ServerInfo
@@ -343,7 +345,15 @@ class Driver:
             self.captures[session.name][step.capture] = None
         wait = self._waits.pop(session.name, None)
         blockers = wait.blockers if wait else ()
-        return ev.Completed(index, session.name, sql, step.comment, result, self.now(), waited_ms, blockers)
+        cycle = self._deadlock(session, result)
+        return ev.Completed(index, session.name, sql, step.comment, result, self.now(), waited_ms, blockers, cycle)
+
+    def _deadlock(self, session: Session, result) -> DeadlockCycle | None:
+        """The cycle a deadlock error broke; read only where lock holders are named (not while
+        explore classifies schedules)."""
+        if result.error is None or result.error.errno != ER_LOCK_DEADLOCK or not self.options.name_blockers:
+            return None
+        return read_deadlock(self.monitor, self.database, self._names(), session.thread_id)
 
     def _waiting(self, session: Session, kind: str) -> ev.Waiting:
         session.waiting = True

@@ -21,6 +21,7 @@ from .transcript import (
     RESULT,
     SQL,
     Line,
+    deadlock_lines,
     event_lines,
     fault_text,
     result_lines,
@@ -213,7 +214,7 @@ def _completed(event: ev.Completed, width: int) -> list[Line]:
     result = event.result
     if result.is_rows and result.error is None:
         return head + rows_lines(event.session, result.columns, result.numeric, result.rows, width, result.omitted)
-    return head + result_lines(event.session, event.sql, result)
+    return head + result_lines(event.session, event.sql, result) + deadlock_lines(event)
 
 
 def cell_width(sessions: int, width: int, glyphs: Glyphs) -> int:

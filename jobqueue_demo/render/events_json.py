@@ -58,10 +58,28 @@ def records(event) -> list[dict]:
 def _completed(event: ev.Completed) -> list[dict]:
     base = {"time_ms": _ms(event.at_ms), "step": event.index + 1, "session": event.session}
     statement = {"event": "statement", **base, "statement": event.sql, **result_record(event.result)}
+    cycle = [_deadlock(event)] if event.deadlock else []
     if event.waited_ms is None:
-        return [statement]
+        return [statement, *cycle]
     wait_end = {"event": "wait_end", **base, "waited_ms": _ms(event.waited_ms), "blockers": list(event.blockers)}
-    return [wait_end, {**statement, "waited_ms": _ms(event.waited_ms)}]
+    return [wait_end, {**statement, "waited_ms": _ms(event.waited_ms)}, *cycle]
+
+
+def _deadlock(event: ev.Completed) -> dict:
+    """The cycle as the server told it: each transaction, what it waited for, and who held it."""
+    found = event.deadlock
+    parties = [{"session": p.session or None, "thread_id": p.thread_id, "statement": p.statement,
+                "waits_for": _lock(p.waits_for), "held": _lock(p.held),
+                "blocked_by": found.name(p.blocked_by)} for p in found.parties]
+    return {"event": "deadlock", "step": event.index + 1, "session": event.session,
+            "victim": found.name(found.victim), "transactions": parties}
+
+
+def _lock(lock) -> dict | None:
+    if lock is None:
+        return None
+    return {"table": lock.table, "index": lock.index or None, "mode": lock.mode, "kind": lock.kind,
+            "record": lock.record or None}
 
 
 def _stuck(event: ev.Stuck) -> dict:

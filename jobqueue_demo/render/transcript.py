@@ -80,7 +80,7 @@ def event_lines(event) -> list[Line]:
             head = [Line(f"{event.session}> <... completed after {event.waited_ms:.0f} ms>", event.session, SQL)]
         else:
             head = statement_lines(event.session, event.sql, event.comment)
-        return head + result_lines(event.session, event.sql, event.result)
+        return head + result_lines(event.session, event.sql, event.result) + deadlock_lines(event)
     if isinstance(event, ev.Waiting):
         return statement_lines(event.session, event.sql, _comment(event.comment, wait_phrase(event)))
     if isinstance(event, ev.Narrated):
@@ -93,6 +93,13 @@ def event_lines(event) -> list[Line]:
     if isinstance(event, ev.Stuck):
         return stuck_lines(event)
     return []
+
+
+def deadlock_lines(event: ev.Completed) -> list[Line]:
+    """The cycle the victim's 1213 broke, as the server told it, under the victim's error."""
+    if event.deadlock is None:
+        return []
+    return [Line(f"-- {text}", event.session, NOTE) for text in event.deadlock.lines()]
 
 
 def stuck_lines(event: ev.Stuck) -> list[Line]:
