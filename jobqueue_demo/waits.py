@@ -138,6 +138,14 @@ class WaitMonitor:
         return WaitInfo(kind, self._metadata_holders(thread_id, schema))
 
     def _row_wait(self, thread_id: int) -> WaitInfo:
+        if not self.mysql:
+            deduced = self._sole_holder(thread_id)
+            if deduced is not None:
+                return deduced
+        return self.describe_from_lock_tables(thread_id)
+
+    def describe_from_lock_tables(self, thread_id: int) -> WaitInfo:
+        """A row lock wait as the server's lock tables tell it, the record included."""
         if self.mysql:
             sql = (
                 "SELECT b.PROCESSLIST_ID, l.OBJECT_NAME, l.INDEX_NAME, l.LOCK_MODE, l.LOCK_DATA "
@@ -148,9 +156,6 @@ class WaitMonitor:
                 f"WHERE r.PROCESSLIST_ID = {int(thread_id)}"
             )
         else:
-            deduced = self._sole_holder(thread_id)
-            if deduced is not None:
-                return deduced
             sql = (
                 "SELECT b.trx_mysql_thread_id, l.lock_table, l.lock_index, l.lock_mode, l.lock_data "
                 "FROM information_schema.INNODB_LOCK_WAITS w "
