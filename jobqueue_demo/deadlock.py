@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from .waits import THREAD_ID
+from .waits import THREAD_ID, _s
 
 SECTION = re.compile(r"^-+\nLATEST DETECTED DEADLOCK\n-+\n(.*?)(?=^-+\n[A-Z][A-Z /]*\n-+\n|\Z)", re.MULTILINE | re.DOTALL)
 TRANSACTION = re.compile(r"^\*\*\* \((\d+)\) TRANSACTION:\n", re.MULTILINE)
@@ -251,8 +251,6 @@ def read_deadlock(monitor, database: str, sessions: Mapping[int, str], victim: i
     """The deadlock that just rolled back thread `victim`, its parties named by `sessions`
     (thread id -> session); None when the server's latest deadlock is another one (on a
     shared server, another client's) or its text cannot be read."""
-    from .waits import _s
-
     rows = monitor.rows("SHOW ENGINE INNODB STATUS")
     escaped = database.replace("'", "''")
     types = monitor.rows(
