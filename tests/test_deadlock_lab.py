@@ -119,5 +119,5 @@ def test_lesson_page_draws_the_cycle(embedded, chromium, tmp_path):  # noqa: F81
     assert taken.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     dom = browse(chromium, page, "--dump-dom")
     text = html.unescape(re.sub(r"<[^>]+>", "", dom.stdout))
-    assert "rolled back (1213)" in text and "waits for X next-key lock on jobs PRIMARY (1)" in text
+    assert "rolled back (1213)" in text and "on jobs PRIMARY (1)" in text and "A holds it: X next-key lock" in text
     assert "the server rolled back B." in text

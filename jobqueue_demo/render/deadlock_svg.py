@@ -23,24 +23,19 @@ def cycle_svg(cycle: DeadlockCycle, colours: dict[str, str]) -> str:
     # In the scenario's session order, so A stands left as in the transcript's columns.
     order = list(colours)
     parties = sorted(cycle.parties, key=lambda p: order.index(p.session) if p.session in order else len(order))
-    height = 250 if len(parties) == 2 else 330
+    height = 250 if len(parties) == 2 else 400
     centres = _centres(len(parties), height)
     at = {p.number: c for p, c in zip(parties, centres)}
+    middle = (WIDTH / 2, height / 2)
     parts = [_defs()]
     for party in parties:
         if party.blocked_by in at:
-            wanted = party.waits_for.text() if party.waits_for else "a lock"
-            labels = [f"waits for {wanted}"]
-            holder = cycle.party(party.blocked_by)
-            if holder.held is not None:
-                labels.append(f"{cycle.name(holder.number)} holds it: {holder.held.mode} {holder.held.kind} lock")
             victim = party.number == cycle.victim
-            parts.append(_arrow(at[party.number], at[party.blocked_by], labels, victim))
+            parts.append(_arrow((at[party.number], at[party.blocked_by]), middle, _labels(cycle, party), victim))
     for party, (x, y) in zip(parties, centres):
         name = cycle.name(party.number)
         parts.append(_box(x, y, name, colours.get(party.session, INK), party.number == cycle.victim))
-    summary = f"Deadlock: {' and '.join(cycle.name(p.number) for p in parties)} each wait for a lock the other holds; " \
-              f"the server rolled back {cycle.name(cycle.victim)}."
+    summary = _summary(cycle, [cycle.name(p.number) for p in parties])
     return (
         f'<figure class="deadlock"><svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
         f'width="100%" role="img" aria-label="{html.escape(summary)}">'
@@ -50,12 +45,32 @@ def cycle_svg(cycle: DeadlockCycle, colours: dict[str, str]) -> str:
     )
 
 
+def _summary(cycle: DeadlockCycle, names: list[str]) -> str:
+    if len(names) == 2:
+        who = f"{names[0]} and {names[1]} each wait for a lock the other holds"
+    else:
+        who = f"{', '.join(names[:-1])} and {names[-1]} each wait for a lock the next one holds"
+    return f"Deadlock: {who}; the server rolled back {cycle.name(cycle.victim)}."
+
+
+def _labels(cycle: DeadlockCycle, party) -> list[str]:
+    """What the arrow's waiter wants, where, and how its holder holds it: short lines."""
+    if party.waits_for is None:
+        return ["waits for a lock"]
+    what, _, where = party.waits_for.text().partition(" on ")
+    labels = [f"waits for {what}", f"on {where}"]
+    holder = cycle.party(party.blocked_by)
+    if holder is not None and holder.held is not None:
+        labels.append(f"{cycle.name(holder.number)} holds it: {holder.held.mode} {holder.held.kind} lock")
+    return labels
+
+
 def _centres(count: int, height: int) -> list[tuple[float, float]]:
     if count == 2:
         return [(130.0, height / 2), (WIDTH - 130.0, height / 2)]
-    radius = min(WIDTH, height) / 2 - 50
+    radius = height / 2 - 90
     return [
-        (WIDTH / 2 + radius * 1.6 * math.cos(-math.pi / 2 + 2 * math.pi * i / count),
+        (WIDTH / 2 + radius * 1.5 * math.cos(-math.pi / 2 + 2 * math.pi * i / count),
          height / 2 + radius * math.sin(-math.pi / 2 + 2 * math.pi * i / count))
         for i in range(count)
     ]
@@ -68,30 +83,35 @@ def _defs() -> str:
     )
 
 
-def _arrow(start: tuple[float, float], end: tuple[float, float], labels: list[str], victim: bool) -> str:
-    """The victim's wait is drawn dashed: the rollback ended it, which broke the cycle."""
-    (x1, y1), (x2, y2) = start, end
+def _arrow(ends: tuple, middle: tuple[float, float], labels: list[str], victim: bool) -> str:
+    """Bowed away from the figure's middle, its labels outside the bow. The victim's wait is
+    drawn dashed: the rollback ended it, which broke the cycle."""
+    (x1, y1), (x2, y2) = ends
     dx, dy = x2 - x1, y2 - y1
     length = math.hypot(dx, dy) or 1.0
-    # To the right of the direction of travel: the two arrows of a pair bow apart.
     nx, ny = -dy / length, dx / length
+    # Outwards; with two boxes the middle is on the line, and each arrow of the pair bows
+    # to the right of its direction of travel, so the two part.
+    if nx * ((x1 + x2) / 2 - middle[0]) + ny * ((y1 + y2) / 2 - middle[1]) < 0:
+        nx, ny = -nx, -ny
     cx, cy = (x1 + x2) / 2 + nx * length * BOW, (y1 + y2) / 2 + ny * length * BOW
     sx, sy = _edge(x1, y1, cx, cy)
     ex, ey = _edge(x2, y2, cx, cy)
-    mx, my = (sx + 2 * cx + ex) / 4, (sy + 2 * cy + ey) / 4
+    mx, my = (sx + 2 * cx + ex) / 4 + nx * 10, (sy + 2 * cy + ey) / 4 + ny * 10
+    anchor = "start" if nx > 0.4 else "end" if nx < -0.4 else "middle"
     step = 16
-    first = my + 18 if ny > 0 else my - 10 - step * (len(labels) - 1)
+    first = my + 12 if ny > 0.4 else my - step * (len(labels) - 1) if ny < -0.4 else my - step * (len(labels) - 1) / 2
     colour = VICTIM_COLOUR if victim else INK
     dash = ' stroke-dasharray="7 5"' if victim else ""
     lines = "".join(
-        f'<tspan x="{mx:.1f}" y="{first + i * step:.1f}"{" fill=" + chr(34) + MUTED + chr(34) if i else ""}>'
+        f'<tspan x="{mx:.1f}" y="{first + i * step:.1f}"{" fill=" + chr(34) + MUTED + chr(34) if i == 2 else ""}>'
         f"{html.escape(text)}</tspan>"
         for i, text in enumerate(labels)
     )
     return (
         f'<path d="M{sx:.1f},{sy:.1f} Q{cx:.1f},{cy:.1f} {ex:.1f},{ey:.1f}" fill="none" stroke="{colour}" '
         f'stroke-width="1.8"{dash} marker-end="url(#dl-head)"/>'
-        f'<text text-anchor="middle" font-size="13" fill="{colour}" '
+        f'<text text-anchor="{anchor}" font-size="13" fill="{colour}" '
         f'font-family="ui-monospace, DejaVu Sans Mono, monospace">{lines}</text>'
     )
 
@@ -104,6 +124,8 @@ def _edge(x: float, y: float, towards_x: float, towards_y: float) -> tuple[float
 
 
 def _box(x: float, y: float, name: str, colour: str, victim: bool) -> str:
+    """The victim's caption leans away from the figure's middle, where the arrows meet the box."""
+    outward = (x > WIDTH / 2) - (x < WIDTH / 2)
     left, top = x - BOX_W / 2, y - BOX_H / 2
     stroke = VICTIM_COLOUR if victim else colour
     dash = ' stroke-dasharray="6 4"' if victim else ""
@@ -115,7 +137,7 @@ def _box(x: float, y: float, name: str, colour: str, victim: bool) -> str:
     )
     if victim:
         out += (
-            f'<text x="{x:.1f}" y="{top + BOX_H + 18:.1f}" text-anchor="middle" font-size="13" '
+            f'<text x="{x + outward * 30:.1f}" y="{top + BOX_H + 18:.1f}" text-anchor="middle" font-size="13" '
             f'fill="{VICTIM_COLOUR}" font-family="system-ui, sans-serif">rolled back (1213)</text>'
         )
     return out
