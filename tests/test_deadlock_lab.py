@@ -121,3 +121,21 @@ def test_lesson_page_draws_the_cycle(embedded, chromium, tmp_path):  # noqa: F81
     text = html.unescape(re.sub(r"<[^>]+>", "", dom.stdout))
     assert "rolled back (1213)" in text and "on jobs PRIMARY (1)" in text and "A holds it: X next-key lock" in text
     assert "the server rolled back B." in text
+
+
+def test_another_clients_deadlock_is_not_told_as_ours(embedded):
+    """On a shared server the latest deadlock may be someone else's: it must name our victim.
+    On the private embedded server, the latest one is the run's own."""
+    from contextlib import closing
+
+    from jobqueue_demo.deadlock import read_deadlock
+    from jobqueue_demo.waits import WaitMonitor
+
+    report = core.run(core.load("deadlock"), embedded, 10.0)
+    told = _victim(report).deadlock
+    victim = told.party(told.victim)
+    with closing(embedded.params.connect(database=None)) as conn:
+        monitor = WaitMonitor(conn, embedded.flavor)
+        again = read_deadlock(monitor, "jqd_none", {victim.thread_id: "B"}, victim.thread_id)
+        assert again is not None and again.name(again.victim) == "B"
+        assert read_deadlock(monitor, "jqd_none", {}, victim.thread_id + 1_000_000) is None

@@ -2,7 +2,9 @@
 
 Every object has `event`; times are `time_ms`, milliseconds since the run started, and steps
 are numbered from 1 as `verify` numbers them. A statement that waited on a lock gives a
-`wait_start` when the wait is seen and a `wait_end` just before its `statement` result.
+`wait_start` when the wait is seen and a `wait_end` just before its `statement` result. A
+deadlock victim's `statement` is followed by a `deadlock` (the cycle the server broke), and a
+run that cannot go on ends with a `stuck` (the whole waits-for chain).
 """
 
 from __future__ import annotations
