@@ -73,9 +73,8 @@ class WaitChain:
 
     def _clause(self, name: str, seen: set[str]) -> str:
         link = next((k for k in self.links if k.session == name), None)
-        if link is None:
-            holder = next((h for h in self.holders if h.session == name), None)
-            return holder.phrase() if holder else "is waiting, as said above"
+        if link is None:  # every session `follow` reached is a link or a holder
+            return next(h for h in self.holders if h.session == name).phrase()
         if name in seen:
             return "is already in this chain: a cycle"
         seen.add(name)
