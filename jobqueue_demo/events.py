@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .chain import WaitChain
+from .deadlock import DeadlockCycle
 from .result import Result
 from .scenario import Step
 
@@ -53,6 +55,7 @@ class Completed:
     at_ms: float
     waited_ms: float | None = None  # set when this completes an earlier Waiting
     blockers: tuple[str, ...] = ()
+    deadlock: DeadlockCycle | None = None  # the cycle a 1213 broke, as the server told it
 
 
 @dataclass(frozen=True)
@@ -86,8 +89,20 @@ class LocksTaken:
 
 
 @dataclass(frozen=True)
+class Stuck:
+    """The schedule cannot go on; the run ends with StuckError right after this event."""
+
+    index: int
+    what: str  # e.g. "C's next statement cannot be sent"
+    chain: WaitChain
+
+
+@dataclass(frozen=True)
 class RunFinished:
     elapsed_ms: float
 
 
-Event = RunStarted | StepStarting | Narrated | Waiting | Completed | FaultApplied | LocksShown | LocksTaken | RunFinished
+Event = (
+    RunStarted | StepStarting | Narrated | Waiting | Completed | FaultApplied | LocksShown | LocksTaken | Stuck
+    | RunFinished
+)

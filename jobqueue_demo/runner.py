@@ -16,9 +16,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from . import control
+from . import chain, control
 from . import events as ev
+from .deadlock import DeadlockCycle, read_deadlock
 from .errors import ScenarioError, ServerError, StuckError
+from .mysql_errors import ER_LOCK_DEADLOCK
 from .scenario import CAPTURE_REF, ISOLATION_LEVELS, Fault, Locks, Narration, Scenario, SessionSpec, Statement
 from .scratch import ScratchDatabase
 from .server import ServerInfo
@@ -75,7 +77,7 @@ class Run:
                 yield from driver.step(index, step)
             still = [s for s in self.sessions.values() if s.busy]
             if still:
-                raise StuckError(driver.stuck_message(len(self.scenario.steps), "the scenario ended", still))
+                yield from driver.stuck(len(self.scenario.steps), "the scenario ended", still)
             yield ev.RunFinished(driver.now())
         except BaseException:
             driver.close(quiet=True)
@@ -104,7 +106,7 @@ class Driver:
         self.captures: dict[str, dict[str, str | None]] = {s.name: {} for s in scenario.sessions}
         self.started = 0.0
         self._inflight: dict[str, tuple[int, Statement, str]] = {}
-        self._blocker_names: dict[str, tuple[str, ...]] = {}
+        self._waits: dict[str, ev.Waiting] = {}
         # Threads of sessions disconnected during a lock wait: the server ends them only when
         # the wait ends, so they are killed before the database is reset or dropped.
         self._orphans: list[int] = []
@@ -158,7 +160,7 @@ class Driver:
             self.sessions[name] = self._connect(self.specs[name])
         self.captures = {name: {} for name in self.sessions}
         self._inflight.clear()
-        self._blocker_names.clear()
+        self._waits.clear()
 
     def blocked(self) -> frozenset[str]:
         """Sessions whose statement has not answered yet; after a step, each waits on a lock."""
@@ -261,7 +263,7 @@ class Driver:
     def _statement(self, index: int, step: Statement) -> Iterator[ev.Event]:
         session = self.sessions[step.session]
         if session.busy:
-            raise StuckError(self.stuck_message(index, f"{step.session}'s next statement cannot be sent", [session]))
+            yield from self.stuck(index, f"{step.session}'s next statement cannot be sent", [session])
         sql = self._substitute(step)
         self._inflight[session.name] = (index, step, sql)
         early = session.send(sql)
@@ -356,8 +358,17 @@ class Driver:
             self.captures[session.name][step.capture] = result.rows[0][0]
         elif step.capture and result.error is None:
             self.captures[session.name][step.capture] = None
-        blockers = self._blocker_names.pop(session.name, ())
-        return ev.Completed(index, session.name, sql, step.comment, result, self.now(), waited_ms, blockers)
+        wait = self._waits.pop(session.name, None)
+        blockers = wait.blockers if wait else ()
+        cycle = self._deadlock(session, result)
+        return ev.Completed(index, session.name, sql, step.comment, result, self.now(), waited_ms, blockers, cycle)
+
+    def _deadlock(self, session: Session, result) -> DeadlockCycle | None:
+        """The cycle a deadlock error broke; read only where lock holders are named (not while
+        explore classifies schedules)."""
+        if result.error is None or result.error.errno != ER_LOCK_DEADLOCK or not self.options.name_blockers:
+            return None
+        return read_deadlock(self.monitor, self.database, self._names(), session.thread_id)
 
     def _waiting(self, session: Session, kind: str) -> ev.Waiting:
         session.waiting = True
@@ -367,8 +378,9 @@ class Driver:
         info = self.monitor.describe(session.thread_id, kind, self.database)
         names = self._names()
         blockers = tuple(names.get(t, f"connection {t}") for t in info.blockers)
-        self._blocker_names[session.name] = blockers
-        return ev.Waiting(index, session.name, sql, step.comment, self.now(), kind, blockers, info.lock)
+        wait = ev.Waiting(index, session.name, sql, step.comment, self.now(), kind, blockers, info.lock)
+        self._waits[session.name] = wait
+        return wait
 
     def _names(self) -> dict[int, str]:
         names = {s.thread_id: s.name for s in self.sessions.values()}
@@ -385,7 +397,7 @@ class Driver:
             return
         if action == "reconnect":
             if session.busy:
-                raise StuckError(self.stuck_message(index, f"{session.name} cannot reconnect", [session]))
+                yield from self.stuck(index, f"{session.name} cannot reconnect", [session])
             session.close()
             self.sessions[session.name] = self._connect(self.specs[session.name])
             yield ev.FaultApplied(index, action, session.name, self.now(), "new connection")
@@ -440,7 +452,7 @@ class Driver:
         while session.busy:
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
-                raise StuckError(self.stuck_message(index, f"{session.name} did not finish within the step timeout", [session]))
+                yield from self.stuck(index, f"{session.name} did not finish within the step timeout", [session])
             ready, _, _ = select.select([session], [], [], remaining)
             if ready:
                 yield self._completion(session)
@@ -448,18 +460,49 @@ class Driver:
 
     # -- reporting a schedule that cannot go on ---------------------------------
 
+    def stuck(self, index: int, what: str, waiting: list[Session]) -> Iterator[ev.Event]:
+        """Tell the whole waits-for chain as an event, then end the run with it."""
+        found = self.wait_chain(waiting)
+        yield ev.Stuck(index, what, found)
+        raise StuckError(self._stuck_text(index, what, waiting, found))
+
     def stuck_message(self, index: int, what: str, waiting: list[Session]) -> str:
-        where = self._where(index)
-        chains = []
-        for session in waiting:
-            _, _, sql = self._inflight.get(session.name, (0, None, session.pending_sql or ""))
-            blockers = self._blocker_names.get(session.name, ())
-            holder = " and ".join(blockers) if blockers else "a lock holder the server did not name"
-            idle = [b for b in blockers if b in self.sessions and not self.sessions[b].busy]
-            tail = f" ({', '.join(idle)} idle, so nothing will release it)" if idle else ""
-            first = " ".join(sql.split())[:80]
-            chains.append(f"{session.name} waits for {holder} on '{first}'{tail}")
-        return f"stuck at {where}: {what}: " + "; ".join(chains)
+        return self._stuck_text(index, what, waiting, self.wait_chain(waiting))
+
+    def _stuck_text(self, index: int, what: str, waiting: list[Session], found: chain.WaitChain) -> str:
+        sentences = [found.sentence(name) for name in chain.starts(found, [s.name for s in waiting])]
+        return f"stuck at {self._where(index)}: {what}: " + "; ".join(sentences)
+
+    def wait_chain(self, waiting: list[Session]) -> chain.WaitChain:
+        links = {}
+        for name, session in self.sessions.items():
+            if session.busy and session.waiting and not session.closed:
+                wait = self._waits.get(name)
+                _, _, sql = self._inflight.get(name, (0, None, session.pending_sql or ""))
+                kind, blockers, lock = (wait.kind, wait.blockers, wait.lock) if wait else ("lock", (), "")
+                links[name] = chain.Link(name, blockers, kind, self._fuller_lock(session, wait) or lock, sql)
+        active = {tid for tid, trx in self.monitor.transactions().items() if trx.active}
+        threads = {s.name: s.thread_id for s in self.sessions.values()}
+
+        def state_of(name: str) -> str:
+            if name not in self.sessions:
+                return chain.OUTSIDE
+            if self.sessions[name].busy:
+                return chain.RUNNING
+            return chain.IDLE_IN_TRANSACTION if threads[name] in active else chain.IDLE
+
+        return chain.follow([s.name for s in waiting], links, state_of)
+
+    def _fuller_lock(self, session: Session, wait: ev.Waiting | None) -> str:
+        """The waited-for record, when the wait was told without it: with one other active
+        transaction the holder is deduced without InnoDB's lock tables, which name the record.
+        Read once the run is stuck, where the 0.1 s their cache needs costs nothing."""
+        if wait is None or wait.kind != ROW or wait.lock.endswith(")") or not self.options.name_blockers:
+            return ""
+        names = self._names()
+        info = self.monitor.describe_from_lock_tables(session.thread_id)
+        same = tuple(names.get(t, f"connection {t}") for t in info.blockers) == wait.blockers
+        return info.lock if same else ""
 
     def _where(self, index: int) -> str:
         if index < len(self.scenario.steps):

@@ -98,7 +98,7 @@ class WaitMonitor:
         self._innodb_is_read = time.monotonic()
         return self.rows(sql, innodb_is=True)
 
-    def _transactions(self) -> dict[int, TrxStatus]:
+    def transactions(self) -> dict[int, TrxStatus]:
         rows = self.rows("SHOW ENGINE INNODB STATUS")
         return parse_innodb_status(_s(rows[0][2]) if rows else "")
 
@@ -111,7 +111,7 @@ class WaitMonitor:
         """Thread id -> kind of lock it waits for, for those that wait on a lock now."""
         if not thread_ids:
             return {}
-        transactions = self._transactions()
+        transactions = self.transactions()
         out = {}
         for tid in thread_ids:
             status = transactions.get(int(tid))
@@ -129,7 +129,7 @@ class WaitMonitor:
         """Whether the server still has this connection or an active transaction of it."""
         if int(thread_id) in self._process_states():
             return True
-        status = self._transactions().get(int(thread_id))
+        status = self.transactions().get(int(thread_id))
         return bool(status and status.active)
 
     def describe(self, thread_id: int, kind: str, schema: str) -> WaitInfo:
@@ -138,6 +138,14 @@ class WaitMonitor:
         return WaitInfo(kind, self._metadata_holders(thread_id, schema))
 
     def _row_wait(self, thread_id: int) -> WaitInfo:
+        if not self.mysql:
+            deduced = self._sole_holder(thread_id)
+            if deduced is not None:
+                return deduced
+        return self.describe_from_lock_tables(thread_id)
+
+    def describe_from_lock_tables(self, thread_id: int) -> WaitInfo:
+        """A row lock wait as the server's lock tables tell it, the record included."""
         if self.mysql:
             sql = (
                 "SELECT b.PROCESSLIST_ID, l.OBJECT_NAME, l.INDEX_NAME, l.LOCK_MODE, l.LOCK_DATA "
@@ -148,9 +156,6 @@ class WaitMonitor:
                 f"WHERE r.PROCESSLIST_ID = {int(thread_id)}"
             )
         else:
-            deduced = self._sole_holder(thread_id)
-            if deduced is not None:
-                return deduced
             sql = (
                 "SELECT b.trx_mysql_thread_id, l.lock_table, l.lock_index, l.lock_mode, l.lock_data "
                 "FROM information_schema.INNODB_LOCK_WAITS w "
@@ -176,7 +181,7 @@ class WaitMonitor:
         holds row locks, so it must be that one. This needs no read of InnoDB's cached lock
         tables, which would be stale when read again within 0.1 s (a second wait soon after
         the first), and refreshing them costs that 0.1 s."""
-        transactions = self._transactions()
+        transactions = self.transactions()
         others = [tid for tid, trx in transactions.items() if trx.active and tid != int(thread_id)]
         mine = transactions.get(int(thread_id))
         if len(others) != 1 or mine is None or not mine.lock_wait:

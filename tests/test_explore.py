@@ -160,7 +160,8 @@ def test_stuck_is_an_outcome_with_the_chain(tmp_path, embedded):
     assert report.counts["stuck"] == 1 and report.counts["ok"] == 2 and report.failed
     (finding,) = report.findings
     assert [str(m) for m in finding.shortest.moves] == ["A1", "A2", "B1"]
-    assert "B waits for A on 'SELECT id FROM jobs WHERE id = 1 FOR UPDATE;' (A idle" in finding.shortest.stuck
+    assert "B waits for A (row lock jobs PRIMARY X" in finding.shortest.stuck
+    assert "which is idle in a transaction" in finding.shortest.stuck
 
 
 def test_deadlocks_are_counted_and_the_victim_shown(tmp_path, embedded):

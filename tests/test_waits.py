@@ -75,7 +75,39 @@ def test_stuck_schedule_names_the_chain_without_sitting_out_timeouts(server):
         run(str(ROOT / "tests" / "data" / "stuck.yaml"), server, step_timeout=60)
     message = str(stuck.value)
     assert "stuck.yaml:11 (step 5)" in message
-    assert "B waits for A on 'SELECT id FROM jobs WHERE id = 1 FOR UPDATE;' (A idle" in message
+    assert "B waits for A (row lock jobs PRIMARY X (1)" in message
+    assert "in 'SELECT id FROM jobs WHERE id = 1 FOR UPDATE;'), which is idle in a transaction" in message
+
+
+def test_stuck_names_the_whole_chain_with_each_lock(server):
+    """C waits for B, which waits for A, which is idle: the chain's end is why nothing moves."""
+    with pytest.raises(StuckError) as stuck:
+        run(str(ROOT / "tests" / "data" / "stuck-chain.yaml"), server)
+    assert (
+        "C waits for B (row lock jobs PRIMARY X (2), in 'SELECT id FROM jobs WHERE id = 2 FOR UPDATE;'), "
+        "which waits for A (row lock jobs PRIMARY X (1), in 'SELECT id FROM jobs WHERE id = 1 FOR UPDATE;')" in str(stuck.value)
+    )
+    assert str(stuck.value).endswith("which is idle in a transaction, so nothing will release its locks")
+
+
+@pytest.mark.parametrize("view", [(), ("--layout", "columns"), ("--format", "json")])
+def test_stuck_chain_is_in_every_view(embedded, view):
+    import json
+
+    done = cli("run", "tests/data/stuck-chain.yaml", *view, env={**dsn_env(embedded), "COLUMNS": "160"})
+    assert done.returncode == 1
+    if view == ("--format", "json"):
+        stuck = json.loads(done.stdout.splitlines()[-1])
+        assert stuck["event"] == "stuck" and stuck["step"] == 8 and not stuck["cycle"]
+        assert [(w["session"], w["waits_for"], w["lock"]) for w in stuck["waits"]] == [
+            ("C", ["B"], "jobs PRIMARY X (2)"), ("B", ["A"], "jobs PRIMARY X (1)")]
+        assert stuck["holders"] == [{"session": "A", "state": "idle in a transaction"}]
+        return
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    at = lines.index("-- stuck: C's next statement cannot be sent; who waits for whom:")
+    assert lines[at + 1].startswith("--   C waits for B (row lock jobs PRIMARY X (2), in 'SELECT id FROM jobs WHERE id = 2")
+    assert lines[at + 2].startswith("--   B waits for A (row lock jobs PRIMARY X (1), in 'SELECT")
+    assert lines[at + 3] == "--   A is idle in a transaction, so nothing will release its locks"
 
 
 def test_stuck_cli_exit_1_and_nothing_left_behind(local):
@@ -127,3 +159,26 @@ def test_innodb_status_names_the_lock_waited_for():
         "trx id 548 lock_mode X waiting\n"
     )
     assert parse_innodb_status(text)[205].waiting_for == "jobs PRIMARY X"
+
+
+def test_chain_follows_every_blocker_and_tells_a_cycle():
+    from jobqueue_demo.chain import IDLE_IN_TRANSACTION, Link, follow, starts
+
+    waits = {
+        "D": Link("D", ("B", "C"), "metadata lock", "", "ALTER TABLE jobs ADD x INT;"),
+        "C": Link("C", ("A",), "row lock", "jobs PRIMARY X (1)", "UPDATE jobs SET x = 1 WHERE id = 1;"),
+    }
+    found = follow(["D", "C"], waits, lambda name: IDLE_IN_TRANSACTION)
+    assert starts(found, ["D", "C"]) == ["D"]
+    assert [h.session for h in found.holders] == ["B", "A"] and not found.cycle
+    assert found.sentence("D") == (
+        "D waits for B and C (metadata lock, in 'ALTER TABLE jobs ADD x INT;'); "
+        "B is idle in a transaction, so nothing will release its locks; "
+        "C waits for A (row lock jobs PRIMARY X (1), in 'UPDATE jobs SET x = 1 WHERE id = 1;'), "
+        "which is idle in a transaction, so nothing will release its locks"
+    )
+    loop = {"A": Link("A", ("B",), "table lock", "", "LOCK TABLES t WRITE;"),
+            "B": Link("B", ("A",), "metadata lock", "", "ALTER TABLE jobs ADD y INT;")}
+    around = follow(["A"], loop, lambda name: IDLE_IN_TRANSACTION)
+    assert around.cycle and around.lines()[-1] == "the waits form a cycle the server did not break"
+    assert around.sentence("A").endswith("which is already in this chain: a cycle")

@@ -21,6 +21,7 @@ from .transcript import (
     RESULT,
     SQL,
     Line,
+    deadlock_lines,
     event_lines,
     fault_text,
     locks_taken_text,
@@ -142,7 +143,7 @@ class ColumnsLayout:
             return self._own(event.session, [Line(fault_text(event), event.session, NOTE)])
         if isinstance(event, ev.LocksTaken):
             return self._own(event.session, [Line(locks_taken_text(event), event.session, NOTE)])
-        if isinstance(event, ev.Narrated):
+        if isinstance(event, (ev.Narrated, ev.Stuck)):
             return self._spanning(event_lines(event))
         if isinstance(event, ev.LocksShown):
             span = self._spanning([])
@@ -216,7 +217,7 @@ def _completed(event: ev.Completed, width: int) -> list[Line]:
     result = event.result
     if result.is_rows and result.error is None:
         return head + rows_lines(event.session, result.columns, result.numeric, result.rows, width, result.omitted)
-    return head + result_lines(event.session, event.sql, result)
+    return head + result_lines(event.session, event.sql, result) + deadlock_lines(event)
 
 
 def cell_width(sessions: int, width: int, glyphs: Glyphs) -> int:

@@ -2,7 +2,9 @@
 
 Every object has `event`; times are `time_ms`, milliseconds since the run started, and steps
 are numbered from 1 as `verify` numbers them. A statement that waited on a lock gives a
-`wait_start` when the wait is seen and a `wait_end` just before its `statement` result.
+`wait_start` when the wait is seen and a `wait_end` just before its `statement` result. A
+deadlock victim's `statement` is followed by a `deadlock` (the cycle the server broke), and a
+run that cannot go on ends with a `stuck` (the whole waits-for chain).
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ def records(event) -> list[dict]:
     if isinstance(event, ev.LocksTaken):
         return [{"event": "locks_taken", "step": event.index + 1, "session": event.session,
                  "returned": event.returned, "read": event.read, "locked": event.locked, "held": event.held}]
+    if isinstance(event, ev.Stuck):
+        return [_stuck(event)]
     if isinstance(event, ev.RunFinished):
         return [{"event": "run_finished", "time_ms": _ms(event.elapsed_ms)}]
     return []
@@ -59,10 +63,37 @@ def records(event) -> list[dict]:
 def _completed(event: ev.Completed) -> list[dict]:
     base = {"time_ms": _ms(event.at_ms), "step": event.index + 1, "session": event.session}
     statement = {"event": "statement", **base, "statement": event.sql, **result_record(event.result)}
+    cycle = [_deadlock(event)] if event.deadlock else []
     if event.waited_ms is None:
-        return [statement]
+        return [statement, *cycle]
     wait_end = {"event": "wait_end", **base, "waited_ms": _ms(event.waited_ms), "blockers": list(event.blockers)}
-    return [wait_end, {**statement, "waited_ms": _ms(event.waited_ms)}]
+    return [wait_end, {**statement, "waited_ms": _ms(event.waited_ms)}, *cycle]
+
+
+def _deadlock(event: ev.Completed) -> dict:
+    """The cycle as the server told it: each transaction, what it waited for, and who held it."""
+    found = event.deadlock
+    parties = [{"session": p.session or None, "thread_id": p.thread_id, "statement": p.statement,
+                "waits_for": _lock(p.waits_for), "held": _lock(p.held),
+                "blocked_by": found.name(p.blocked_by)} for p in found.parties]
+    return {"event": "deadlock", "step": event.index + 1, "session": event.session,
+            "victim": found.name(found.victim), "transactions": parties}
+
+
+def _lock(lock) -> dict | None:
+    if lock is None:
+        return None
+    return {"table": lock.table, "index": lock.index or None, "mode": lock.mode, "kind": lock.kind,
+            "record": lock.record or None}
+
+
+def _stuck(event: ev.Stuck) -> dict:
+    found = event.chain
+    return {"event": "stuck", "step": event.index + 1, "what": event.what,
+            "waits": [{"session": k.session, "waits_for": list(k.blockers), "lock_kind": k.kind,
+                       "lock": k.lock or None, "statement": k.statement} for k in found.links],
+            "holders": [{"session": h.session, "state": h.state} for h in found.holders],
+            "cycle": found.cycle}
 
 
 def _ms(value: float | None) -> float | None:

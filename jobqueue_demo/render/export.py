@@ -12,7 +12,9 @@ import shlex
 from dataclasses import dataclass
 
 from .. import events as ev
+from ..deadlock import DeadlockCycle
 from ..scenario import Scenario
+from .deadlock_svg import cycle_svg
 from .transcript import RESULT, Line, event_lines
 
 WHY_HEADING = "Why each piece matters"
@@ -38,6 +40,7 @@ class Passage:
 
     lines: tuple[PageLine, ...] = ()
     narration: str | None = None
+    deadlock: DeadlockCycle | None = None  # a figure of the cycle just told in the lines before
 
 
 def passages(events) -> list[Passage]:
@@ -52,6 +55,9 @@ def passages(events) -> list[Passage]:
             continue
         waiting = isinstance(event, ev.Waiting)
         pending += [PageLine(line, waiting) for line in event_lines(event)]
+        if isinstance(event, ev.Completed) and event.deadlock is not None:
+            out += [Passage(tuple(pending)), Passage(deadlock=event.deadlock)]
+            pending = []
     if pending:
         out.append(Passage(tuple(pending)))
     return out
@@ -108,6 +114,8 @@ def render_markdown(facts: LessonFacts) -> str:
     parts += paragraphs(s.description)
     parts.append("## Transcript")
     for passage in passages(facts.events):
+        if passage.deadlock is not None:
+            continue  # the transcript above it tells the cycle in text
         if passage.narration is not None:
             parts.append("> " + " ".join(passage.narration.split()))
         else:
@@ -152,8 +160,14 @@ pre.transcript { padding: .6rem 0; }
 .legend { font-size: .9rem; color: var(--muted); }
 .chip { display: inline-block; padding: 0 .5rem; margin-right: .3rem; border-radius: 4px; color: #fff;
   font-weight: 700; font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
+figure.deadlock { margin: 1rem 0; padding: .5rem; border: 1px solid var(--rule); border-radius: 8px; }
+figure.deadlock figcaption { font-size: .9rem; color: var(--muted); padding: 0 .5rem; }
 footer { margin-top: 3rem; font-size: .85rem; color: var(--muted); }
 """
+
+
+def _colours(sessions: tuple[str, ...]) -> dict[str, str]:
+    return {name: SESSION_COLOURS[i % len(SESSION_COLOURS)] for i, name in enumerate(sessions)}
 
 
 def _session_css(sessions: tuple[str, ...]) -> str:
@@ -188,7 +202,9 @@ def _transcript_html(facts: LessonFacts, classes: dict[str, str]) -> list[str]:
     chips = " ".join(f'<span class="chip {classes[n]}">{html.escape(n)}</span>' for n in facts.scenario.session_names)
     out = [f'<p class="legend">Sessions {chips}— each line is marked with the colour of the session it belongs to.</p>']
     for passage in passages(facts.events):
-        if passage.narration is not None:
+        if passage.deadlock is not None:
+            out.append(cycle_svg(passage.deadlock, _colours(facts.scenario.session_names)))
+        elif passage.narration is not None:
             out.append(f'<p class="narration">{_inline(passage.narration)}</p>')
         else:
             body = "".join(_line_html(p, classes) for p in passage.lines)

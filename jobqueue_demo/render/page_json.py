@@ -15,7 +15,7 @@ def render_json(facts: LessonFacts) -> str:
         "summary": s.summary,
         "verified": f"Verified against {facts.verified}",
         "introduction": paragraphs(s.description),
-        "transcript": [_passage(p) for p in passages(facts.events)],
+        "transcript": [_passage(p) for p in passages(facts.events) if p.deadlock is None],
         "why": {"heading": WHY_HEADING, "paragraphs": paragraphs(s.why)},
         "run": run_commands(facts.lesson),
         "events": [r for e in facts.events for r in records(e)],

@@ -80,7 +80,7 @@ def event_lines(event) -> list[Line]:
             head = [Line(f"{event.session}> <... completed after {event.waited_ms:.0f} ms>", event.session, SQL)]
         else:
             head = statement_lines(event.session, event.sql, event.comment)
-        return head + result_lines(event.session, event.sql, event.result)
+        return head + result_lines(event.session, event.sql, event.result) + deadlock_lines(event)
     if isinstance(event, ev.Waiting):
         return statement_lines(event.session, event.sql, _comment(event.comment, wait_phrase(event)))
     if isinstance(event, ev.Narrated):
@@ -92,6 +92,8 @@ def event_lines(event) -> list[Line]:
         return [Line(f"-- locks: {event.note}", None, NOTE)] + [Line(t, None, RESULT) for t in table.split("\n")]
     if isinstance(event, ev.LocksTaken):
         return [Line(locks_taken_text(event), event.session, NOTE)]
+    if isinstance(event, ev.Stuck):
+        return stuck_lines(event)
     return []
 
 
@@ -106,6 +108,19 @@ def locks_taken_text(event: ev.LocksTaken) -> str:
         did = ("returned " if event.read else "changed ") + _rows(event.returned)
     records = f"{event.locked} index record" + ("" if event.locked == 1 else "s")
     return f"-- {event.session} {did}, locked {records} (its transaction holds {event.held})"
+
+
+def deadlock_lines(event: ev.Completed) -> list[Line]:
+    """The cycle the victim's 1213 broke, as the server told it, under the victim's error."""
+    if event.deadlock is None:
+        return []
+    return [Line(f"-- {text}", event.session, NOTE) for text in event.deadlock.lines()]
+
+
+def stuck_lines(event: ev.Stuck) -> list[Line]:
+    """The whole waits-for chain, one session a line, so the reason nothing moves is on the page."""
+    head = Line(f"-- stuck: {event.what}; who waits for whom:", None, NOTE)
+    return [head] + [Line(f"--   {text}", None, NOTE) for text in event.chain.lines()]
 
 
 FAULT_WORDS = {
