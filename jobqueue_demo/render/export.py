@@ -11,8 +11,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from .. import events as ev
-from ..scenario import Scenario
+from ..run import events as ev
+from ..scenario.model import Scenario
 from .transcript import RESULT, Line, event_lines
 
 WHY_HEADING = "Why each piece matters"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .scenario import Scenario, SessionSpec, Statement
-from .verify import describe_expectation
+from ..scenario.model import Scenario, SessionSpec, Statement
+from ..run.verify import describe_expectation
 
 
 def card(scenario: Scenario, name: str, variant_of: tuple[str, ...] = ()) -> list[str]:

@@ -8,8 +8,8 @@ from typing import Optional
 
 import typer
 
-from .cli import DSN_HELP, MAX_SECONDS, STEP_TIMEOUT_HELP, _color, _heading, app, finite, server_for
-from .errors import EXIT_MISMATCH, UsageError
+from .main import DSN_HELP, MAX_SECONDS, STEP_TIMEOUT_HELP, _color, _heading, app, finite, server_for
+from ..errors import EXIT_MISMATCH, UsageError
 
 OUTCOME_WORDS = {
     "ok": "ok",
@@ -52,11 +52,11 @@ def explore(
     """
     import secrets
 
-    from . import app as core
-    from .explore import ExploreOptions, planned
-    from .explore import explore as run_explore
-    from .explore_advice import advice
-    from .render.late_progress import LateProgress
+    from .. import api as core
+    from ..explore.search import ExploreOptions, planned
+    from ..explore.search import explore as run_explore
+    from ..explore.advice import advice
+    from ..render.late_progress import LateProgress
 
     if seed is not None and sample is None:
         raise UsageError("--seed applies to --sample only")
@@ -117,7 +117,7 @@ def _space_line(report) -> str:
 
 
 def _print_report(report) -> None:
-    from .render.transcript import TranscriptWriter
+    from ..render.transcript import TranscriptWriter
 
     print(_space_line(report))
     print(f"reset: {report.reset}")
@@ -141,8 +141,8 @@ def _by_schedule(findings) -> list[list]:
 
 
 def _counterexample_lines(report, group) -> list:
-    from .explore_advice import honest_events
-    from .render.transcript import NOTE, Line, event_lines, result_lines
+    from ..explore.advice import honest_events
+    from ..render.transcript import NOTE, Line, event_lines, result_lines
 
     shortest = group[0].shortest
     heads = "; ".join(f'{OUTCOME_WORDS[f.kind]}: {_what(f)} (in {f.schedules:,} of {report.explored:,})' for f in group)

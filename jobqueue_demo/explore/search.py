@@ -23,15 +23,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from . import control
-from . import events as ev
-from . import mysql_errors
-from .errors import ServerError, StuckError, UsageError
-from .result import Result
-from .runner import Driver, RunOptions
-from .scratch import SNAPSHOT_SUFFIX, quote as _quote
-from .scenario import Fault, Invariant, Scenario, Statement
-from .session import result_from_connection
+from ..engine import control
+from ..run import events as ev
+from ..engine import mysql_errors
+from ..errors import ServerError, StuckError, UsageError
+from ..engine.result import Result
+from ..run.driver import Driver, RunOptions
+from ..engine.scratch import SNAPSHOT_SUFFIX, quote as _quote
+from ..scenario.model import Fault, Invariant, Scenario, Statement
+from ..engine.session import result_from_connection
 
 FAULTS = ("rollback", "disconnect")
 # Fault steps written in the scenario act on a session from outside, so they can be taken

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import events as ev
-from . import mysql_errors
-from .result import Result
-from .scenario import Expectation, Scenario
+from ..engine import mysql_errors
+from ..engine.result import Result
+from ..scenario.model import Expectation, Scenario
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from urllib.parse import unquote, urlsplit
 
 from jobqueue_demo.errors import ServerError, StartFailed, UnusableTemplate, UsageError
-from jobqueue_demo.owner import hold
+from jobqueue_demo.engine.owner import hold
 
 if TYPE_CHECKING:
     from MySQLdb.connections import Connection

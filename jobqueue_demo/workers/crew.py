@@ -27,12 +27,12 @@ from pathlib import Path
 
 from . import claimers
 from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed, WorkerSpec
-from .errors import ServerError, UsageError
+from ..errors import ServerError, UsageError
 from .lifeline import RUN_PID_ENV
-from .owner import hold_for_life
-from .scenario import ISOLATION_LEVELS
-from .scratch import ScratchDatabase
-from .server import ServerInfo
+from ..engine.owner import hold_for_life
+from ..scenario.model import ISOLATION_LEVELS
+from ..engine.scratch import ScratchDatabase
+from ..engine.server import ServerInfo
 from .stall import WorkersStuck, diagnose
 from .strategies import STRATEGIES
 
@@ -357,7 +357,7 @@ def _context():
     ctx = multiprocessing.get_context("forkserver")
     # The forkserver starts once per process and reads this then; see lifeline.py.
     os.environ[RUN_PID_ENV] = str(os.getpid())
-    ctx.set_forkserver_preload(["jobqueue_demo.forkserver_lifeline", "__main__", "jobqueue_demo.claimers"])
+    ctx.set_forkserver_preload(["jobqueue_demo.workers.forkserver_lifeline", "__main__", "jobqueue_demo.workers.claimers"])
     return ctx
 
 

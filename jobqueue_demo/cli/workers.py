@@ -9,9 +9,9 @@ from typing import Optional
 
 import typer
 
-from .strategies import REGISTRY
-from .cli import DSN_HELP, app
-from .errors import EXIT_MISMATCH
+from ..workers.strategies import REGISTRY
+from .main import DSN_HELP, app
+from ..errors import EXIT_MISMATCH
 
 STRATEGY_HELP = (
     "Claim strategy: "
@@ -73,9 +73,9 @@ def workers_command(
       jobqueue-demo workers -w 4 --kill 2 --idempotency-key --json
       jobqueue-demo workers -w 8 --jobs 600 --work-ms 5 --kill 3 --strategy lease-heartbeat
     """
-    from . import app as core
-    from .stall import WorkersStuck
-    from .workers import WorkersConfig, run_workers, validate
+    from .. import api as core
+    from ..workers.stall import WorkersStuck
+    from ..workers.crew import WorkersConfig, run_workers, validate
 
     config = WorkersConfig(
         strategy, isolation, workers, jobs, batch, work_ms, kill, idempotency_key, state_order=state_order, lease_ms=lease_ms
@@ -98,8 +98,8 @@ def workers_command(
 
 
 def _run_live(config, server, err):
-    from .render.live import live_progress
-    from .workers import run_workers
+    from ..render.live import live_progress
+    from ..workers.crew import run_workers
 
     with live_progress(err) as show:
         return run_workers(config, server, show)
@@ -120,7 +120,7 @@ def _report(summary, out, as_json: bool) -> None:
         print(json.dumps(summary.record()))
         _say(f"-- {summary.verdict}")
         return
-    from .render.live import summary_table, worker_table
+    from ..render.live import summary_table, worker_table
 
     out.print(worker_table(summary.per_worker, out.width))
     out.print(summary_table(summary))
@@ -163,12 +163,12 @@ def bench_command(
       jobqueue-demo bench
       jobqueue-demo bench --jobs 300 --workers 2,4 --strategies skip-locked,lease --kill 1 --json
     """
-    from . import app as core
-    from .sweep import (
+    from .. import api as core
+    from ..workers.sweep import (
         FULL_JOBS, QUICK_JOBS, QUICK_WORKERS, SWEEPABLE, WORKER_COUNTS, SweepConfig, parse_counts, parse_names,
         validate_sweep, write_plot,
     )
-    from .workers import ISOLATIONS
+    from ..workers.crew import ISOLATIONS
 
     default_workers = ",".join(str(n) for n in (WORKER_COUNTS if full else QUICK_WORKERS))
     config = SweepConfig(
@@ -190,7 +190,7 @@ def bench_command(
     if as_json:
         print(json.dumps({**result.record(), "plot": plot if plotted else None}))
         return
-    from .render.live import bench_table
+    from ..render.live import bench_table
 
     print(bench_table(result))
     for line in _headline_lines(result):
@@ -203,10 +203,10 @@ def bench_command(
 
 def _sweep_with_progress(config, server, err, as_json: bool):
     """N of M and the time left: a bar on a terminal, else a line per run (none under --json)."""
-    from .sweep import sweep
+    from ..workers.sweep import sweep
 
     if err.is_terminal:
-        from .render.live import bench_progress
+        from ..render.live import bench_progress
 
         with bench_progress(err, config.runs) as step:
             return sweep(config, server, on_step=step)

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import yaml
 
-from .errors import ScenarioError
-from .scenario import (
+from ..errors import ScenarioError
+from .model import (
     CAPTURE_REF,
     FAULT_ACTIONS,
     INVARIANT_HOLDS,
@@ -28,7 +28,7 @@ from .scenario import (
     Statement,
     error_match,
 )
-from . import mysql_errors
+from ..engine import mysql_errors
 
 # libyaml's parser, when PyYAML was built with it, reads a lesson several times faster;
 # both give the same nodes and marks.

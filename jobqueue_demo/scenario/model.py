@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from . import mysql_errors
+from ..engine import mysql_errors
 
 ISOLATION_LEVELS = {
     "read-uncommitted": "READ-UNCOMMITTED",

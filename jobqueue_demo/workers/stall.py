@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-from .errors import ServerError, StuckError
-from .waits import THREAD_ID, TRX_HEADER
+from ..errors import ServerError, StuckError
+from ..engine.waits import THREAD_ID, TRX_HEADER
 
 WAITING_MODE = re.compile(r"trx id \d+ (lock[ _]mode \S+[^\n]*?) waiting")
 

@@ -16,14 +16,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from . import control
+from ..engine import control
 from . import events as ev
-from .errors import ScenarioError, ServerError, StuckError
-from .scenario import CAPTURE_REF, ISOLATION_LEVELS, Fault, Locks, Narration, Scenario, SessionSpec, Statement
-from .scratch import ScratchDatabase
-from .server import ServerInfo
-from .session import Session
-from .waits import ROW, WaitMonitor
+from ..errors import ScenarioError, ServerError, StuckError
+from ..scenario.model import CAPTURE_REF, ISOLATION_LEVELS, Fault, Locks, Narration, Scenario, SessionSpec, Statement
+from ..engine.scratch import ScratchDatabase
+from ..engine.server import ServerInfo
+from ..engine.session import Session
+from ..engine.waits import ROW, WaitMonitor
 
 # A lock wait is normally visible 2-5 ms after sending; polling this often keeps the
 # detection latency near the server's own, without a fixed sleep.
@@ -237,7 +237,7 @@ class Driver:
         elif isinstance(step, Fault):
             yield from self._fault(index, step)
         elif isinstance(step, Locks):
-            from .locks import lock_table
+            from ..engine.locks import lock_table
 
             sessions = {s.thread_id: s.name for s in self.sessions.values() if not s.closed}
             columns, rows, note = lock_table(self.monitor, self.database, sessions)

@@ -22,7 +22,7 @@ import sys
 from dataclasses import replace
 
 from . import control
-from .errors import ServerError
+from ..errors import ServerError
 from .mysql_errors import ER_LOCK_WAIT_TIMEOUT, LOST_CONNECTION
 from .server import ANSWER_TIMEOUT_S, ConnectParams, ServerInfo
 

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import mysql_errors
-from .errors import FetchTimeout
+from ..errors import FetchTimeout
 from .result import Result, SqlError
 
 NUM_FLAG = 32768

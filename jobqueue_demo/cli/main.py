@@ -16,7 +16,7 @@ from typing import List, Optional
 
 import typer
 
-from .errors import EXIT_INTERRUPTED, EXIT_MISMATCH, EXIT_OK, DemoError
+from ..errors import EXIT_INTERRUPTED, EXIT_MISMATCH, EXIT_OK, DemoError
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 expectations not met or the schedule got stuck; "
@@ -54,7 +54,7 @@ def finite(value: float | None) -> float | None:
 
 def _print_version(asked: bool) -> None:
     if asked:
-        from . import __version__
+        from .. import __version__
 
         print(f"jobqueue-demo {__version__}")
         raise typer.Exit()
@@ -79,7 +79,7 @@ def _options(
 
 def server_for(dsn: str | None):
     """The server for a command, as the global options say."""
-    from . import app as core
+    from .. import api as core
 
     return core.server(dsn, _allow_shared_user)
 
@@ -139,9 +139,9 @@ def run(
       jobqueue-demo run deadlock > handout.txt
       jobqueue-demo run skip-locked --dsn mysql://root@127.0.0.1:3306/test
     """
-    from . import app as core
-    from .errors import UsageError
-    from .render.stepper import Interrupted, Pacing, Quit
+    from .. import api as core
+    from ..errors import UsageError
+    from ..render.stepper import Interrupted, Pacing, Quit
 
     if fmt is RunFormat.json and layout is Layout.columns:
         raise UsageError("--layout columns is a text layout; leave it out with --format json")
@@ -189,15 +189,15 @@ def _run_view(loaded, layout: Layout, fmt: RunFormat):
     import shutil
 
     if fmt is RunFormat.json:
-        from .render.events_json import JsonEventsView
+        from ..render.events_json import JsonEventsView
 
         return JsonEventsView(sys.stdout).write
     if layout is Layout.columns:
-        from .render.columns import ColumnsView
+        from ..render.columns import ColumnsView
 
         width = shutil.get_terminal_size().columns
         return ColumnsView(sys.stdout, loaded.session_names, width, sys.stdout.isatty()).write
-    from .render.transcript import TranscriptWriter, event_lines
+    from ..render.transcript import TranscriptWriter, event_lines
 
     writer = TranscriptWriter(sys.stdout, loaded.session_names, _color())
     return lambda event: writer.write(event_lines(event))
@@ -208,13 +208,13 @@ def _step_gate(pacing, total: int):
     """What to call with each event before it is shown: holds steps for --step and --pace."""
     import shutil
 
-    from .render.stepper import Keys, StepGate
+    from ..render.stepper import Keys, StepGate
 
     if not pacing.step:
         yield StepGate(pacing, total, None, sys.stderr, 80)
         return
     if sys.stdin is None:
-        from .errors import UsageError
+        from ..errors import UsageError
 
         raise UsageError("--step reads keys from standard input, and there is none")
     with Keys(sys.stdin.fileno()) as keys:
@@ -246,9 +246,9 @@ def export(
       jobqueue-demo export nowait -o nowait.md
       jobqueue-demo export outbox -o outbox.json
     """
-    from . import app as core
-    from .errors import ExpectationsNotMet
-    from .safe_write import check_writable, write_file
+    from .. import api as core
+    from ..errors import ExpectationsNotMet
+    from ..safe_write import check_writable, write_file
 
     fmt = _page_format(output, fmt)
     if output != "-":
@@ -273,8 +273,8 @@ def _page_format(output: str, asked: Optional[PageFormat]) -> PageFormat:
     """The format -o's suffix names; a suffix that names none, or another one, is refused."""
     import os
 
-    from .errors import UsageError
-    from .render.export import PAGE_SUFFIXES
+    from ..errors import UsageError
+    from ..render.export import PAGE_SUFFIXES
 
     if output == "-":
         return asked or PageFormat.html
@@ -302,8 +302,8 @@ def verify(
     Example:
       jobqueue-demo verify skip-locked nowait outbox
     """
-    from . import app as core
-    from .errors import StuckRun
+    from .. import api as core
+    from ..errors import StuckRun
 
     loaded = [core.load(s) for s in scenarios]
     failed = 0
@@ -354,8 +354,8 @@ def record(
       jobqueue-demo show nowait --source > my-nowait.yaml
       jobqueue-demo record my-nowait.yaml
     """
-    from . import app as core
-    from .errors import UsageError
+    from .. import api as core
+    from ..errors import UsageError
 
     loaded = core.load(scenario)
     name = core.lesson_name(loaded)
@@ -380,8 +380,8 @@ def lessons() -> None:
       jobqueue-demo lessons
       jobqueue-demo run nowait
     """
-    from .errors import EXIT_USAGE
-    from .lessons import catalogue
+    from ..errors import EXIT_USAGE
+    from ..scenario.lessons import catalogue
 
     found = catalogue()
     width = max((len(lesson.name) for lesson in found), default=0)
@@ -425,8 +425,8 @@ def cleanup(
       jobqueue-demo cleanup --dry-run
       jobqueue-demo cleanup --dsn mysql://root@127.0.0.1:3306/test
     """
-    from . import app as core
-    from .errors import ServerError
+    from .. import api as core
+    from ..errors import ServerError
 
     done = core.cleanup(dsn, dry_run, cache)
     for found in done.found:
@@ -437,9 +437,9 @@ def cleanup(
         raise ServerError("; ".join(done.problems))
 
 
-from . import cli_explore  # noqa: E402,F401  registers explore
-from . import cli_show  # noqa: E402,F401  registers show
-from . import cli_workers  # noqa: E402,F401  registers workers and bench
+from . import explore as cli_explore  # noqa: E402,F401  registers explore
+from . import show as cli_show  # noqa: E402,F401  registers show
+from . import workers as cli_workers  # noqa: E402,F401  registers workers and bench
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -449,7 +449,7 @@ _interrupted = False
 
 def _interrupt(signum, frame) -> None:
     """The first stop signal interrupts; later ones must not break the clean-up it started."""
-    from .bounded import note_interrupt
+    from ..engine.bounded import note_interrupt
 
     global _interrupted
     _interrupted = True

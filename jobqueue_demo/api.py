@@ -9,8 +9,8 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 
 from .errors import RecordError, ScenarioError, StuckError, StuckRun, UsageError
-from .loader import load_scenario, scenario_from_text
-from .scenario import Scenario
+from .scenario.loader import load_scenario, scenario_from_text
+from .scenario.model import Scenario
 
 
 @dataclass
@@ -22,7 +22,7 @@ class RunReport:
 
 
 def load(name: str) -> Scenario:
-    from .lessons import resolve
+    from .scenario.lessons import resolve
 
     return load_scenario(resolve(name))
 
@@ -32,8 +32,8 @@ def server(dsn: str | None, allow_shared_user: bool = False):
     """The server to run on, after sweeping what runs killed earlier left there and here."""
     from dataclasses import replace
 
-    from .leftovers import sweep_dirs, sweep_server
-    from .server import open_server
+    from .engine.leftovers import sweep_dirs, sweep_server
+    from .engine.server import open_server
 
     sweep_dirs()
     with open_server(dsn) as info:
@@ -51,8 +51,8 @@ class Cleanup:
 
 def cleanup(dsn: str | None, dry_run: bool, cache: bool) -> Cleanup:
     """List, and unless `dry_run` remove, what killed runs left on the server and this machine."""
-    from .leftovers import sweep_cache, sweep_dirs, sweep_server
-    from .server import DSN_ENV, cache_root, parse_dsn
+    from .engine.leftovers import sweep_cache, sweep_dirs, sweep_server
+    from .engine.server import DSN_ENV, cache_root, parse_dsn
 
     sweeps = [sweep_dirs(dry_run)]
     dsn = dsn or os.environ.get(DSN_ENV) or None
@@ -65,8 +65,8 @@ def cleanup(dsn: str | None, dry_run: bool, cache: bool) -> Cleanup:
 
 
 def run(scenario: Scenario, server, step_timeout: float, on_event: Callable | None = None) -> RunReport:
-    from .runner import Run, RunOptions
-    from .verify import check
+    from .run.driver import Run, RunOptions
+    from .run.verify import check
 
     events = []
     ran_on = datetime.date.today()
@@ -87,8 +87,8 @@ def run(scenario: Scenario, server, step_timeout: float, on_event: Callable | No
 def _stuck_after(scenario: Scenario, events: list, stuck: StuckError) -> StuckRun:
     """The stuck message with the differences before it, and the failed statements named:
     a typo that left a lock unreleased is where the mistake was made, not the wait."""
-    from . import events as ev
-    from .verify import check, failed_unexpectedly
+    from .run import events as ev
+    from .run.verify import check, failed_unexpectedly
 
     started = [e.index for e in events if isinstance(e, ev.StepStarting)]
     message = str(stuck)
@@ -108,9 +108,9 @@ def record(scenario: Scenario, server, step_timeout: float) -> int:
     The new text must load and its expectations must hold for the run just made, or the
     file is left as it was.
     """
-    from .record import rewrite
+    from .run.record import rewrite
     from .safe_write import check_writable, write_file
-    from .verify import check, outcomes
+    from .run.verify import check, outcomes
 
     check_writable(scenario.path)
     report = run(scenario, server, step_timeout)
@@ -132,7 +132,7 @@ def lesson_name(scenario: Scenario) -> str:
     """How a reader names this lesson to `run`: the shipped lesson's name, else its path."""
     from pathlib import Path
 
-    from .lessons import lesson_dirs
+    from .scenario.lessons import lesson_dirs
 
     path = Path(scenario.path).resolve()
     if any(path.parent == folder.resolve() for folder in lesson_dirs()):

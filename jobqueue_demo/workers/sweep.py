@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from .errors import UsageError
-from .server import ServerInfo
+from ..errors import UsageError
+from ..engine.server import ServerInfo
 from .strategies import REGISTRY
-from .workers import ISOLATIONS, MAX_WORKERS, WorkersConfig, WorkersSummary, run_workers, validate
+from .crew import ISOLATIONS, MAX_WORKERS, WorkersConfig, WorkersSummary, run_workers, validate
 
 CEILING = next(s.name for s in REGISTRY if s.ceiling)
 SWEPT_STRATEGIES = tuple(s.name for s in REGISTRY if s.swept)

@@ -8,7 +8,7 @@ here; its errors are results in the transcript.
 
 from __future__ import annotations
 
-from .errors import ServerError
+from ..errors import ServerError
 from .mysql_errors import LOST_CONNECTION
 
 ER_DBACCESS_DENIED = 1044

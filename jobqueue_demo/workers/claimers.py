@@ -18,9 +18,9 @@ from typing import NoReturn
 
 import MySQLdb
 
-from . import mysql_errors as errs
+from ..engine import mysql_errors as errs
 from .lifeline import die_with_parent
-from .server import ConnectParams
+from ..engine.server import ConnectParams
 from .strategies import STRATEGIES
 
 # A worker that waits this long for one row lock retries instead of hanging the run;
@@ -430,7 +430,7 @@ def worker_main(spec: WorkerSpec, shared: Shared, results) -> None:
 
 def _die_with_forkserver() -> None:
     """Get SIGKILL when the forkserver exits, which it does when the run's process dies."""
-    preloaded = sys.modules.get("jobqueue_demo.forkserver_lifeline")
+    preloaded = sys.modules.get("jobqueue_demo.workers.forkserver_lifeline")
     die_with_parent(preloaded.PID if preloaded is not None else 0)
 
 

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .errors import ScenarioError
+from ..errors import ScenarioError
 
 
 def lesson_dirs() -> list[Path]:
@@ -15,7 +15,7 @@ def lesson_dirs() -> list[Path]:
     Never both: next to an installed package, `../scenarios` is a folder of site-packages
     that may belong to another distribution.
     """
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent
     installed = here / "lessons"
     return [installed] if installed.is_dir() else [here.parent / "scenarios"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .cli import app
+from .main import app
 
 
 @app.command()
@@ -20,9 +20,9 @@ def show(
       jobqueue-demo show nowait
       jobqueue-demo show skip-locked --source
     """
-    from . import app as core
-    from .lesson_card import card
-    from .lessons import catalogue
+    from .. import api as core
+    from ..render.lesson_card import card
+    from ..scenario.lessons import catalogue
 
     loaded = core.load(lesson)
     if source:

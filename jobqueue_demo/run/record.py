@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import re
 
-from . import mysql_errors
-from .result import Result
-from .scenario import Scenario, Statement
+from ..engine import mysql_errors
+from ..engine.result import Result
+from ..scenario.model import Scenario, Statement
 from .verify import Outcome
 
 PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_ ./@()+=-]*$")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .result import Result
-from .scenario import Step
+from ..engine.result import Result
+from ..scenario.model import Step
 
 
 @dataclass(frozen=True)

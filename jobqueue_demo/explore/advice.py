@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from . import events as ev
-from .scenario import Scenario, Statement
-from .verify import Outcome, met
+from ..run import events as ev
+from ..scenario.model import Scenario, Statement
+from ..run.verify import Outcome, met
 
 # `WHERE id = 1` or `id IN (1, 2)`: the statement acts on a job chosen when the lesson was
 # written, not on the one its session claimed in this schedule.
