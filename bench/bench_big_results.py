@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STREAMED = """\
 import resource, sys
 sys.path.insert(0, {root!r})
-from jobqueue_demo.cli import main
+from jobqueue_demo.cli.main import main
 code = main(["run", sys.argv[1], "--format", "json"])
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
 sys.exit(code)
@@ -31,9 +31,9 @@ sys.exit(code)
 STORED = """\
 import resource, sys
 sys.path.insert(0, {root!r})
-import jobqueue_demo.cli
-from jobqueue_demo.server import open_server
-from jobqueue_demo.session import _text
+import jobqueue_demo.cli.main
+from jobqueue_demo.engine.server import open_server
+from jobqueue_demo.engine.session import _text
 with open_server(None) as server:
     conn = server.params.connect(database="mysql")
     conn.query(sys.argv[1].encode())

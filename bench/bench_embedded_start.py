@@ -18,7 +18,7 @@ from pathlib import Path
 # Run as a plain script from a checkout, without installing the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobqueue_demo.server import (  # noqa: E402
+from jobqueue_demo.engine.server import (  # noqa: E402
     EmbeddedServer,
     cache_root,
     ensure_template,

@@ -26,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jobqueue_demo import app as core  # noqa: E402
-from jobqueue_demo.explore import ExploreOptions, Space, Worker, explore  # noqa: E402
-from jobqueue_demo.runner import Run  # noqa: E402
-from jobqueue_demo.server import open_server  # noqa: E402
+from jobqueue_demo import api as core  # noqa: E402
+from jobqueue_demo.explore.search import ExploreOptions, Space, Worker, explore  # noqa: E402
+from jobqueue_demo.run.driver import Run  # noqa: E402
+from jobqueue_demo.engine.server import open_server  # noqa: E402
 
 SCENARIO = ROOT / "scenarios" / "skip-locked-explore.yaml"
 RESETS = 200

@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jobqueue_demo import app as core  # noqa: E402
-from jobqueue_demo.explore import ExploreOptions, explore  # noqa: E402
-from jobqueue_demo.server import open_server  # noqa: E402
+from jobqueue_demo import api as core  # noqa: E402
+from jobqueue_demo.explore.search import ExploreOptions, explore  # noqa: E402
+from jobqueue_demo.engine.server import open_server  # noqa: E402
 
 BROKEN = "claim-without-lock-explore"
 CORRECT = "skip-locked-explore"

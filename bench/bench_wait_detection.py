@@ -16,12 +16,12 @@ import threading
 import time
 from pathlib import Path
 
-from jobqueue_demo import events as ev
-from jobqueue_demo.loader import load_scenario
-from jobqueue_demo.runner import Run
-from jobqueue_demo.server import open_server
-from jobqueue_demo.session import Session
-from jobqueue_demo.waits import WaitMonitor, parse_innodb_status
+from jobqueue_demo.run import events as ev
+from jobqueue_demo.scenario.loader import load_scenario
+from jobqueue_demo.run.driver import Run
+from jobqueue_demo.engine.server import open_server
+from jobqueue_demo.engine.session import Session
+from jobqueue_demo.engine.waits import WaitMonitor, parse_innodb_status
 
 SCENARIO = Path(__file__).resolve().parent / "wait.yaml"
 ANCHOR_POLL_S = 0.010

@@ -24,7 +24,7 @@ def local_server_reachable() -> bool:
 
 @pytest.fixture(scope="session")
 def embedded():
-    from jobqueue_demo.server import open_server
+    from jobqueue_demo.engine.server import open_server
 
     with open_server(None) as info:
         yield info
@@ -34,7 +34,7 @@ def embedded():
 def local():
     if not local_server_reachable():
         pytest.skip("no server on 127.0.0.1:3306")
-    from jobqueue_demo.server import open_server
+    from jobqueue_demo.engine.server import open_server
 
     with open_server(LOCAL_DSN) as info:
         yield info

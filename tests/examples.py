@@ -38,7 +38,7 @@ def readme_blocks(path: Path = ROOT / "README.md") -> list[Block]:
 
 def help_blocks() -> list[Block]:
     """The examples of every command's --help, from the docstring --help prints."""
-    from jobqueue_demo.cli import app
+    from jobqueue_demo.cli.main import app
 
     out = []
     for command in app.registered_commands:

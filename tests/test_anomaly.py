@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from conftest import ROOT, cli, dsn_of
-from jobqueue_demo import app as core
-from jobqueue_demo.explore import ExploreOptions, explore
+from jobqueue_demo import api as core
+from jobqueue_demo.explore.search import ExploreOptions, explore
 
 DATA = ROOT / "tests" / "data"
 

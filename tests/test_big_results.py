@@ -38,7 +38,7 @@ def test_memory_stays_bounded_for_a_million_rows(tmp_path, embedded):
     path = scenario(tmp_path, MILLION)
     code = (
         "import resource, sys\n"
-        "from jobqueue_demo.cli import main\n"
+        "from jobqueue_demo.cli.main import main\n"
         "code = main(['run', sys.argv[1], '--format', 'json'])\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
         "sys.exit(code)\n"

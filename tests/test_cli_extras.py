@@ -10,7 +10,7 @@ import tomllib
 
 from conftest import ROOT, cli, dsn_env
 from jobqueue_demo import __version__
-from jobqueue_demo import app as core
+from jobqueue_demo import api as core
 
 UNREACHABLE = ["--dsn", "mysql://root@127.0.0.1:1/test"]  # exit 2, not 3, proves nothing connected
 

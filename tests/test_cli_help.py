@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import cli
-from jobqueue_demo.cli import app
+from jobqueue_demo.cli.main import app
 
 
 def command_names() -> list[str]:

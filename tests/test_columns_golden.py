@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from jobqueue_demo import app as core
-from jobqueue_demo import events as ev
+from jobqueue_demo import api as core
+from jobqueue_demo.run import events as ev
 from jobqueue_demo.render.columns import MIN_CELL, ColumnsView, cells
 
 GOLDEN = Path(__file__).parent / "golden"

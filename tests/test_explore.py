@@ -10,9 +10,9 @@ import re
 import pytest
 
 from conftest import ROOT, cli, dsn_env, scratch_databases
-from jobqueue_demo import app as core
-from jobqueue_demo import events as ev
-from jobqueue_demo.explore import Cursor, ExploreOptions, Space, explore
+from jobqueue_demo import api as core
+from jobqueue_demo.run import events as ev
+from jobqueue_demo.explore.search import Cursor, ExploreOptions, Space, explore
 
 SEED = ROOT / "scenarios" / "skip-locked-explore.yaml"
 BROKEN = ROOT / "scenarios" / "claim-without-lock-explore.yaml"

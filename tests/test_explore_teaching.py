@@ -8,10 +8,10 @@ import re
 import pytest
 
 from conftest import cli, dsn_env, scratch_databases
-from jobqueue_demo import app as core
-from jobqueue_demo import events as ev
+from jobqueue_demo import api as core
+from jobqueue_demo.run import events as ev
 from jobqueue_demo.errors import ScenarioError
-from jobqueue_demo.runner import Run
+from jobqueue_demo.run.driver import Run
 
 SKIPPED = "job 1 is claimed — skipped without waiting"
 

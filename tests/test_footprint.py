@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from jobqueue_demo import app as core
-from jobqueue_demo import events as ev
+from jobqueue_demo import api as core
+from jobqueue_demo.run import events as ev
 
 from conftest import cli, dsn_of
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from conftest import LOCAL_DSN, ROOT, cli, local_server_reachable
-from jobqueue_demo import app as core
-from jobqueue_demo import events as ev
-from jobqueue_demo import lessons, mysql_errors
+from jobqueue_demo import api as core
+from jobqueue_demo.run import events as ev
+from jobqueue_demo.scenario import lessons
+from jobqueue_demo.engine import mysql_errors
 
 LESSONS = sorted((ROOT / "scenarios").glob("*.yaml"))
 # Another engineer's exploration scenarios check invariants rather than teach a claim.
@@ -94,7 +95,7 @@ def test_lessons_ship_in_the_wheel_and_run_by_name(tmp_path, embedded):
         "JOBQUEUE_DEMO_DSN": f"mysql://root@localhost/?unix_socket={embedded.params.unix_socket}",
     }
     where = subprocess.run(
-        [sys.executable, "-c", "import jobqueue_demo.lessons as l; print(l.lesson_dirs()[0])"],
+        [sys.executable, "-c", "import jobqueue_demo.scenario.lessons as l; print(l.lesson_dirs()[0])"],
         capture_output=True,
         text=True,
         env={**os.environ, **env},

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobqueue_demo import loader
+from jobqueue_demo.scenario import loader
 from jobqueue_demo.errors import EXIT_USAGE, ScenarioError
-from jobqueue_demo.loader import MAX_BYTES, MAX_DEPTH, load_scenario
-from jobqueue_demo.scenario import Expectation, Narration, Statement
+from jobqueue_demo.scenario.loader import MAX_BYTES, MAX_DEPTH, load_scenario
+from jobqueue_demo.scenario.model import Expectation, Narration, Statement
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "scenarios" / "skip-locked.yaml"

@@ -8,11 +8,11 @@ from contextlib import closing, redirect_stdout
 import pytest
 
 from conftest import LOCAL_DSN, cli, dsn_of, scratch_databases
-from jobqueue_demo import app as core
-from jobqueue_demo import control
-from jobqueue_demo.cli_matrix import lesson_matrix
+from jobqueue_demo import api as core
+from jobqueue_demo.engine import control
+from jobqueue_demo.cli.matrix import lesson_matrix
 from jobqueue_demo.errors import UsageError
-from jobqueue_demo.matrix import parse_axes
+from jobqueue_demo.run.matrix import parse_axes
 
 
 @pytest.mark.parametrize("text", ["isolation", "isolation=", "isolation=dirty", "a b=1", "x=1;DROP"])

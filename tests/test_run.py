@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import LOCAL_DSN, ROOT, cli, dsn_env, local_server_reachable, scratch_databases
-from jobqueue_demo import app as core
+from jobqueue_demo import api as core
 from jobqueue_demo.render.transcript import TranscriptWriter, event_lines
 
 SEED = ROOT / "scenarios" / "skip-locked.yaml"
@@ -57,7 +57,7 @@ def test_seed_transcript_keeps_psql_spacing(server):
 
 
 def test_run_leaves_no_scratch_database(server):
-    from jobqueue_demo.events import RunStarted
+    from jobqueue_demo.run.events import RunStarted
 
     report = core.run(core.load(str(SEED)), server, 10.0)
     (started,) = [e for e in report.events if isinstance(e, RunStarted)]

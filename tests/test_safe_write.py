@@ -10,7 +10,7 @@ import pytest
 
 from conftest import cli, dsn_env
 from jobqueue_demo.errors import UsageError
-from jobqueue_demo.loader import load_scenario
+from jobqueue_demo.scenario.loader import load_scenario
 from jobqueue_demo.safe_write import write_file
 
 FLOW_STEPS = """\

@@ -60,7 +60,7 @@ class HeldRun:
 
 
 def _root():
-    from jobqueue_demo.server import parse_dsn
+    from jobqueue_demo.engine.server import parse_dsn
 
     return parse_dsn(LOCAL_DSN).connect(database=None)
 
@@ -102,13 +102,13 @@ def test_killed_embedded_run_leaves_a_dir_the_next_run_sweeps(tmp_path):
 
 
 def test_a_killed_processes_marked_dir_is_swept_and_unmarked_ones_are_not(tmp_path):
-    from jobqueue_demo.leftovers import sweep_dirs
+    from jobqueue_demo.engine.leftovers import sweep_dirs
 
     ours, foreign = tmp_path / "pymp-ours", tmp_path / "pymp-foreign"
     ours.mkdir()
     foreign.mkdir()
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import time; from pathlib import Path; from jobqueue_demo.owner import hold; "
+        [sys.executable, "-c", f"import time; from pathlib import Path; from jobqueue_demo.engine.owner import hold; "
          f"h = hold(Path({str(ours)!r})); print('held', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, cwd=ROOT,
     )
@@ -380,7 +380,7 @@ def test_bad_values_are_usage_errors(args):
 def test_cleanup_cache_removes_templates(tmp_path):
     """A damaged template is rebuilt by the next run (test_template_recovery.py); cleanup
     --cache removes templates on demand."""
-    from jobqueue_demo.server import CACHE_DIR_NAME, TEMPLATE_META, find_server_binary
+    from jobqueue_demo.engine.server import CACHE_DIR_NAME, TEMPLATE_META, find_server_binary
 
     template = tmp_path / CACHE_DIR_NAME / find_server_binary().template_key
     template.mkdir(parents=True)

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, cli, dsn_of, scratch_databases
-from jobqueue_demo import app as core
+from jobqueue_demo import api as core
 from jobqueue_demo.render.columns import ColumnsView, cells, wrap
 from jobqueue_demo.render.events_json import records
 from jobqueue_demo.render.export import fence

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from conftest import ROOT, cli, dsn_env
-from jobqueue_demo import app as core
-from jobqueue_demo import events as ev
-from jobqueue_demo import mysql_errors
+from jobqueue_demo import api as core
+from jobqueue_demo.run import events as ev
+from jobqueue_demo.engine import mysql_errors
 from jobqueue_demo.errors import StuckError
 
 import pytest
@@ -130,7 +130,7 @@ def test_errors_are_results_and_settings_apply(server):
 
 
 def test_innodb_status_blocks_stay_with_their_own_transaction():
-    from jobqueue_demo.waits import parse_innodb_status
+    from jobqueue_demo.engine.waits import parse_innodb_status
 
     text = (
         "---TRANSACTION 548, ACTIVE 0 sec starting index read\n"
@@ -148,7 +148,7 @@ def test_innodb_status_blocks_stay_with_their_own_transaction():
 
 
 def test_innodb_status_names_the_lock_waited_for():
-    from jobqueue_demo.waits import parse_innodb_status
+    from jobqueue_demo.engine.waits import parse_innodb_status
 
     text = (
         "---TRANSACTION 548, ACTIVE 0 sec starting index read\n"
@@ -162,7 +162,7 @@ def test_innodb_status_names_the_lock_waited_for():
 
 
 def test_chain_follows_every_blocker_and_tells_a_cycle():
-    from jobqueue_demo.chain import IDLE_IN_TRANSACTION, Link, follow, starts
+    from jobqueue_demo.run.chain import IDLE_IN_TRANSACTION, Link, follow, starts
 
     waits = {
         "D": Link("D", ("B", "C"), "metadata lock", "", "ALTER TABLE jobs ADD x INT;"),

@@ -15,10 +15,10 @@ import uuid
 import pytest
 
 from conftest import LOCAL_DSN, ROOT, cli, local_server_reachable, scratch_databases
-from jobqueue_demo.strategies import REGISTRY
+from jobqueue_demo.workers.strategies import REGISTRY
 from jobqueue_demo.errors import UsageError
-from jobqueue_demo.stall import diagnose
-from jobqueue_demo.workers import Scratch, WorkersConfig, check, run_workers, validate
+from jobqueue_demo.workers.stall import diagnose
+from jobqueue_demo.workers.crew import Scratch, WorkersConfig, check, run_workers, validate
 
 STRATEGIES = tuple(s.name for s in REGISTRY if s.swept)
 LOCK_HELD = ("skip-locked", "for-update", "nowait-retry", "update-limit")
@@ -309,7 +309,7 @@ def test_the_worker_table_fits_the_width_with_whole_headings(width):
     from rich.console import Console
 
     from jobqueue_demo.render.live import WORKER_COLUMNS, worker_table
-    from jobqueue_demo.workers import WorkerView
+    from jobqueue_demo.workers.crew import WorkerView
 
     workers = [WorkerView(i, "running", 1234, 1500, 12, 345, 0, 0, 345, 0) for i in range(8)]
     console = Console(file=io.StringIO(), width=width, color_system=None)
@@ -380,7 +380,7 @@ def test_workers_die_with_the_cli_on_sigkill(where):
 
 def _worker_threads_of(marker: str) -> set[int]:
     """The server threads of a run's processes: PROCESSLIST's client ports that their sockets use."""
-    from jobqueue_demo.server import open_server
+    from jobqueue_demo.engine.server import open_server
 
     deadline = time.monotonic() + 30
     with open_server(LOCAL_DSN) as info:
@@ -425,7 +425,7 @@ def _local_ports(pids: list[int]) -> set[int]:
 
 
 def _connections_left(threads: set[int]) -> set[int]:
-    from jobqueue_demo.server import open_server
+    from jobqueue_demo.engine.server import open_server
 
     deadline = time.monotonic() + 3
     with open_server(LOCAL_DSN) as info:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .. import events as ev
+from ..run import events as ev
 from .table import display_width, format_table
 from .transcript import (
     NARRATION,

@@ -12,9 +12,9 @@ from __future__ import annotations
 import datetime
 import json
 
-from .. import events as ev
-from .. import mysql_errors
-from ..result import Result
+from ..run import events as ev
+from ..engine import mysql_errors
+from ..engine.result import Result
 
 
 def result_record(result: Result) -> dict:

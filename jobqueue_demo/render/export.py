@@ -11,9 +11,9 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from .. import events as ev
-from ..deadlock import DeadlockCycle
-from ..scenario import Scenario
+from ..engine.deadlock import DeadlockCycle
+from ..run import events as ev
+from ..scenario.model import Scenario
 from .deadlock_svg import cycle_svg
 from .transcript import RESULT, Line, event_lines
 

@@ -13,9 +13,9 @@ from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ..sweep import SweepResult, SweepRow
+from ..workers.sweep import SweepResult, SweepRow
 from .table import format_table
-from ..workers import Progress, WorkerView, WorkersSummary
+from ..workers.crew import Progress, WorkerView, WorkersSummary
 
 REFRESH_PER_S = 4
 # Short runs finish before a live display would help; it appears once a run passes this.

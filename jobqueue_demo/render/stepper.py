@@ -12,8 +12,8 @@ import select
 import time
 from dataclasses import dataclass
 
-from .. import events as ev
-from ..scenario import Fault, Locks, Narration, Statement
+from ..run import events as ev
+from ..scenario.model import Fault, Locks, Narration, Statement
 from .columns import wrap
 
 ADVANCE = ("\n", "\r", " ")

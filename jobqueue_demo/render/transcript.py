@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .. import events as ev
-from .. import mysql_errors
-from ..result import Result
+from ..run import events as ev
+from ..engine import mysql_errors
+from ..engine.result import Result
 from .table import format_table
 
 # The mysql client reports an affected-row count for every statement; lessons show it only

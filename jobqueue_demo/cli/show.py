@@ -1,0 +1,33 @@
+"""The `show` command: a lesson at a glance, or its YAML source."""
+
+from __future__ import annotations
+
+import typer
+
+from .main import app
+
+
+@app.command()
+def show(
+    lesson: str = typer.Argument(..., help="Lesson name or scenario file."),
+    source: bool = typer.Option(False, "--source", help="Print the lesson's YAML as shipped, to copy and change."),
+) -> None:
+    """Show a lesson before running it: title, sessions, what it proves, the expected outcome
+    and its explore variant. Nothing connects to a server.
+
+    \b
+    Example:
+      jobqueue-demo show nowait
+      jobqueue-demo show skip-locked --source
+    """
+    from .. import api as core
+    from ..render.lesson_card import card
+    from ..scenario.lessons import catalogue
+
+    loaded = core.load(lesson)
+    if source:
+        print(loaded.source, end="" if loaded.source.endswith("\n") else "\n")
+        return
+    name = core.lesson_name(loaded)
+    variant_of = next((entry.variant_of for entry in catalogue() if entry.name == name), ())
+    print("\n".join(card(loaded, name, variant_of)))

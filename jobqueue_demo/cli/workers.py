@@ -1,0 +1,243 @@
+"""The `workers` and `bench` commands: many worker processes on a queue, and the strategy sweep."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Optional
+
+import typer
+
+from ..workers.strategies import REGISTRY
+from .main import DSN_HELP, app
+from ..errors import EXIT_MISMATCH
+
+STRATEGY_HELP = (
+    "Claim strategy: "
+    + ", ".join(s.name for s in REGISTRY if not (s.broken or s.ceiling))
+    + "; also "
+    + ", ".join(f"{s.name} ({'the broken claim' if s.broken else 'no contention: the ceiling'})" for s in REGISTRY if s.broken or s.ceiling)
+    + ". Each is explained in docs/workers.md."
+)
+STATE_ORDER_HELP = (
+    "How jobs.state sorts in the (state, id) index: done-last (an ENUM) or done-first (a VARCHAR: "
+    "the layout that livelocks under REPEATABLE READ, kept to show it)."
+)
+LEASE_HELP = "Lease length of the lease strategies, in ms [default: 1000 for lease, 250 for lease-heartbeat]."
+ISOLATION_HELP = "Isolation level of every worker: read-committed or repeatable-read."
+WORK_HELP = "Simulated work per claim, in milliseconds: inside the claim transaction, except for the lease strategies."
+BATCH_HELP = "Jobs claimed per transaction."
+NO_PLOT = "matplotlib is not installed (pip install 'jobqueue-demo[plot]'): the table alone was written"
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _consoles():
+    from rich.console import Console
+
+    # Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org).
+    return Console(), Console(stderr=True)
+
+
+@app.command("workers")
+def workers_command(
+    workers: int = typer.Option(4, "--workers", "-w", help="Worker processes, each with its own connection."),
+    jobs: int = typer.Option(1000, "--jobs", "-j", help="Jobs queued at the start."),
+    strategy: str = typer.Option("skip-locked", "--strategy", "-s", help=STRATEGY_HELP),
+    isolation: str = typer.Option("repeatable-read", "--isolation", help=ISOLATION_HELP),
+    batch: int = typer.Option(1, "--batch", help=BATCH_HELP),
+    work_ms: float = typer.Option(1.0, "--work-ms", help=WORK_HELP),
+    kill: int = typer.Option(0, "--kill", help="SIGKILL this many workers mid-transaction at random moments."),
+    idempotency_key: bool = typer.Option(
+        False, "--idempotency-key", help="Write each external effect under the job's key, so repeats are dropped."
+    ),
+    lease_ms: Optional[float] = typer.Option(None, "--lease-ms", help=LEASE_HELP, show_default=False),
+    state_order: str = typer.Option("done-last", "--state-order", help=STATE_ORDER_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON line instead of a table."),
+    dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
+) -> None:
+    """Run worker processes on a job queue with one claim strategy and check the result.
+
+    Each worker claims jobs, writes the job's external effect, works, marks the job done
+    and records its completion in one transaction (the lease strategies commit the claim
+    first and work outside it). Afterwards the database is checked: every job done exactly
+    once; the last line says so, or what broke (exit 1). A run in which no job completes
+    for 30 s prints what the workers wait for, from the server, and exits 1.
+
+    \b
+    Example:
+      jobqueue-demo workers --workers 8 --jobs 2000 --strategy skip-locked
+      jobqueue-demo workers -w 4 --kill 2 --idempotency-key --json
+      jobqueue-demo workers -w 8 --jobs 600 --work-ms 5 --kill 3 --strategy lease-heartbeat
+    """
+    from .. import api as core
+    from ..workers.stall import WorkersStuck
+    from ..workers.crew import WorkersConfig, run_workers, validate
+
+    config = WorkersConfig(
+        strategy, isolation, workers, jobs, batch, work_ms, kill, idempotency_key, state_order=state_order, lease_ms=lease_ms
+    )
+    validate(config)
+    out, err = _consoles()
+    with core.server(dsn) as server:
+        _say(
+            f"-- workers: {strategy}, {workers} worker(s), {jobs} job(s), {isolation} "
+            f"on {server.label} ({server.where})"
+        )
+        try:
+            summary = _run_live(config, server, err) if err.is_terminal and not as_json else run_workers(config, server)
+        except WorkersStuck as stuck:
+            _report_stuck(stuck, as_json)
+            raise
+    _report(summary, out, as_json)
+    if not summary.invariants_hold:
+        raise typer.Exit(EXIT_MISMATCH)
+
+
+def _run_live(config, server, err):
+    from ..render.live import live_progress
+    from ..workers.crew import run_workers
+
+    with live_progress(err) as show:
+        return run_workers(config, server, show)
+
+
+def _report_stuck(stuck, as_json: bool) -> None:
+    """The server's waits-for picture, before the one-line error the CLI prints."""
+    if as_json:
+        print(json.dumps({"stuck": str(stuck), "diagnosis": stuck.diagnosis.record()}))
+    _say(f"-- {stuck}; what the workers wait for:")
+    for line in stuck.diagnosis.lines():
+        _say(f"--   {line}")
+
+
+def _report(summary, out, as_json: bool) -> None:
+    """The per-worker table, the summary and the verdict (stderr under --json, which keeps stdout one line)."""
+    if as_json:
+        print(json.dumps(summary.record()))
+        _say(f"-- {summary.verdict}")
+        return
+    from ..render.live import summary_table, worker_table
+
+    out.print(worker_table(summary.per_worker, out.width))
+    out.print(summary_table(summary))
+    out.print(summary.verdict, highlight=False)
+
+
+@app.command("bench")
+def bench_command(
+    jobs: Optional[int] = typer.Option(
+        None, "--jobs", "-j", help="Jobs in every run of the sweep [default: 400; 1000 with --full].", show_default=False
+    ),
+    workers: Optional[str] = typer.Option(
+        None, "--workers", "-w", help="Worker counts to sweep, comma-separated [default: 2,8; 1,2,4,8,16 with --full].",
+        show_default=False,
+    ),
+    strategies: str = typer.Option(
+        ",".join(s.name for s in REGISTRY if s.swept), "--strategies", help="Strategies to sweep, comma-separated."
+    ),
+    isolations: str = typer.Option(
+        "read-committed,repeatable-read", "--isolation", help="Isolation levels to sweep, comma-separated."
+    ),
+    full: bool = typer.Option(False, "--full", help="The whole sweep: 1,2,4,8,16 workers, 1000 jobs (several minutes)."),
+    batch: int = typer.Option(1, "--batch", help=BATCH_HELP),
+    work_ms: float = typer.Option(1.0, "--work-ms", help=WORK_HELP),
+    kill: int = typer.Option(0, "--kill", help="SIGKILL this many workers in every run (the ceiling excepted)."),
+    repeat: int = typer.Option(1, "--repeat", help="Runs per step; the median run is reported."),
+    plot: str = typer.Option("workers-bench.png", "--plot", help="Where to write the plot (.png or .svg); '' for none."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as one JSON line instead of a table."),
+    dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
+) -> None:
+    """Sweep claim strategies x workers x isolation, next to the same-run ceiling.
+
+    The ceiling runs the same transaction on rows of each worker's own (no contention).
+    Prints jobs/s, the share of the ceiling, claim latencies and deadlocks, and the
+    headline ratios at 8 workers; plots jobs/s against workers when matplotlib is installed.
+    The default sweep takes about a minute; --full runs the whole one.
+
+    \b
+    Example:
+      jobqueue-demo bench
+      jobqueue-demo bench --jobs 300 --workers 2,4 --strategies skip-locked,lease --kill 1 --json
+    """
+    from .. import api as core
+    from ..workers.sweep import (
+        FULL_JOBS, QUICK_JOBS, QUICK_WORKERS, SWEEPABLE, WORKER_COUNTS, SweepConfig, parse_counts, parse_names,
+        validate_sweep, write_plot,
+    )
+    from ..workers.crew import ISOLATIONS
+
+    default_workers = ",".join(str(n) for n in (WORKER_COUNTS if full else QUICK_WORKERS))
+    config = SweepConfig(
+        strategies=parse_names(strategies, SWEEPABLE, "strategy"),
+        workers=parse_counts(workers or default_workers),
+        isolations=parse_names(isolations, ISOLATIONS, "isolation"),
+        jobs=jobs or (FULL_JOBS if full else QUICK_JOBS),
+        batch=batch,
+        work_ms=work_ms,
+        repeat=repeat,
+        kill=kill,
+    )
+    validate_sweep(config)
+    _, err = _consoles()
+    with core.server(dsn) as server:
+        _say(f"-- bench on {server.label} ({server.where}): {config.runs} runs")
+        result = _sweep_with_progress(config, server, err, as_json)
+    plotted = bool(plot) and write_plot(result, plot)
+    if as_json:
+        print(json.dumps({**result.record(), "plot": plot if plotted else None}))
+        return
+    from ..render.live import bench_table
+
+    print(bench_table(result))
+    for line in _headline_lines(result):
+        print(line)
+    if plot:
+        print(f"plot written to {plot}" if plotted else NO_PLOT)
+    held = all(row.run.invariants_hold for row in result.rows)
+    print(f"invariants hold in all {config.runs} runs: no job lost, none done twice" if held else "invariants violated in a run")
+
+
+def _sweep_with_progress(config, server, err, as_json: bool):
+    """N of M and the time left: a bar on a terminal, else a line per run (none under --json)."""
+    from ..workers.sweep import sweep
+
+    if err.is_terminal:
+        from ..render.live import bench_progress
+
+        with bench_progress(err, config.runs) as step:
+            return sweep(config, server, on_step=step)
+    return sweep(config, server, None if as_json else _row_printer(), None if as_json else _step_printer(config.runs))
+
+
+def _step_printer(total: int):
+    started = time.monotonic()
+
+    def show(done: int, label: str) -> None:
+        if done:
+            left = (time.monotonic() - started) / done * (total - done)
+            _say(f"-- {done} of {total}, about {left:.0f} s left")
+
+    return show
+
+
+def _row_printer():
+    def show(row) -> None:
+        _say(f"-- {row.run.isolation} {row.run.strategy} x{row.run.workers}: {row.run.jobs_per_s:,.0f} jobs/s")
+
+    return show
+
+
+def _headline_lines(result) -> list[str]:
+    lines = []
+    for h in result.headlines:
+        ratio = "-" if h.skip_locked_vs_for_update is None else f"{h.skip_locked_vs_for_update:.2f}x"
+        share = "-" if h.skip_locked_share_of_ceiling is None else f"{h.skip_locked_share_of_ceiling:.0%}"
+        lines.append(f"{h.isolation} at {h.workers} workers: skip-locked {ratio} for-update; {share} of the ceiling")
+    if result.deadlocks:
+        counts = ", ".join(f"{iso} {n:,}" for iso, n in result.deadlocks.items())
+        lines.append(f"deadlocks over the sweep: {counts}")
+    return lines

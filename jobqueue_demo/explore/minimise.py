@@ -1,0 +1,63 @@
+"""The shortest prefix of a failing schedule that fails the same way, for certain.
+
+Explore's shortest schedule runs every session to its end, though the violation is often
+complete earlier. Cutting a schedule short is only honest where the steps cut cannot change
+what the invariants see: reads, BEGIN, ROLLBACK and failed statements (a prefix run ends
+with the sessions reset, which rolls back what is uncommitted, as a ROLLBACK would). So the
+tail of such steps is cut, the prefix run again, and kept only if it fails exactly as the
+full schedule did. A shorter prefix that merely looks the same (a deposit not made yet
+leaves the same wrong balance as a lost one) is never offered.
+"""
+
+from __future__ import annotations
+
+from ..run import events as ev
+from .anomaly import BEGINS, ENDS, READS
+
+
+class PrefixChoice:
+    """Takes the given moves, then stops the schedule."""
+
+    def __init__(self, moves):
+        self.moves = moves
+        self.index = 0
+
+    def choose(self, taken, enabled):
+        depth = len(taken)
+        if depth >= len(self.moves) or self.moves[depth] not in enabled:
+            return None
+        return self.moves[depth]
+
+
+def failures(execution) -> set:
+    return {(c.invariant.name, c.got.rows, c.got.error) for c in execution.checks if not c.held}
+
+
+def _changes_nothing(event: ev.Completed) -> bool:
+    sql = event.sql
+    rolls_back = ENDS.match(sql) and not sql.split()[0].upper().startswith("COMMIT")
+    return event.result.error is not None or bool(READS.match(sql) or BEGINS.match(sql) or rolls_back)
+
+
+def _needed(space, execution) -> int:
+    """How many moves the schedule needs: up to its last one that may change the database."""
+    answers = {(e.session, e.index): e for e in execution.events if isinstance(e, ev.Completed)}
+    needed = 0
+    for taken, move in enumerate(execution.moves, 1):
+        index = space.tracks[move.session][move.position][0]
+        answer = answers.get((move.session, index))
+        if move.fault != "disconnect" and (answer is None or not _changes_nothing(answer)):
+            needed = taken
+    return needed
+
+
+def shortest_prefix(space, worker, execution):
+    """The prefix run that fails as `execution` does, or `execution` when none is shorter."""
+    wanted = failures(execution)
+    length = _needed(space, execution)
+    if not wanted or execution.stuck or execution.diverged or length >= len(execution.moves):
+        return execution
+    trial = worker.run(PrefixChoice(execution.moves[:length]))
+    if len(trial.moves) == length and not trial.stuck and failures(trial) == wanted:
+        return trial
+    return execution

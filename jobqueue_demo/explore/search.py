@@ -1,0 +1,698 @@
+"""Every interleaving of a scenario's sessions, each checked against its invariants.
+
+A schedule is an order in which the sessions take their steps, each session keeping its own
+order: the space isolationtester enumerates when it is given no permutation. With faults, a
+schedule may also have one session give up (roll back or disconnect) instead of taking its
+next step, at any point.
+
+Which steps can go next is only known while running (a statement waiting on a lock holds its
+session back), so the space is walked the way stateless model checkers walk it: run a
+schedule to the end taking the first step that can go, note every other choice met on the
+way as a prefix still to run, and later replay each prefix from a freshly reset database.
+Every schedule is run exactly once, and prefixes can be handed to several workers.
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from ..engine import control
+from ..run import events as ev
+from ..engine import mysql_errors
+from ..errors import ServerError, StuckError, UsageError
+from ..engine.result import Result
+from ..run.driver import Driver, RunOptions
+from ..engine.scratch import SNAPSHOT_SUFFIX, quote as _quote
+from ..scenario.model import Fault, Invariant, Scenario, Statement
+from ..engine.session import result_from_connection
+
+FAULTS = ("rollback", "disconnect")
+# Fault steps written in the scenario act on a session from outside, so they can be taken
+# while its statement waits.
+OUTSIDE_ACTIONS = frozenset({"kill", "disconnect", "kill-query", "wait"})
+
+OK, VIOLATED, DEADLOCK, ERROR, STUCK, DIVERGED = "ok", "violated", "deadlock", "error", "stuck", "diverged"
+# A schedule's outcome is its worst finding, in this order.
+SEVERITY = (STUCK, DIVERGED, VIOLATED, DEADLOCK, ERROR)
+OUTCOMES = (OK, VIOLATED, DEADLOCK, ERROR, STUCK, DIVERGED)
+# How long a wait must last to hold a session back (see RunOptions.confirm_s).
+CONFIRM_WAIT_S = 0.005
+# How often a prefix that met other open moves on replay is run again before it counts.
+REPLAYS = 3
+# How long a schedule that looks stuck is given before it is looked at again.
+LOOK_AGAIN_S = 0.05
+# Above this many schedules, running them all must be asked for with --max-schedules.
+UNASKED_LIMIT = 100_000
+# Random walks repeat schedules; give up after this many walks per schedule wanted.
+WALKS_PER_SAMPLE = 20
+# Statements after which the snapshot of the tables no longer describes the database.
+DDL = re.compile(r"^\s*(CREATE|ALTER|DROP|RENAME|TRUNCATE)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ExploreOptions:
+    faults: tuple[str, ...] = ()
+    max_schedules: int | None = None
+    sample: int | None = None
+    seed: int = 0
+    jobs: int = 1
+    step_timeout: float = 10.0
+    recreate: bool = False  # rebuild the database from setup for every schedule, whatever the steps
+    settings: tuple[str, ...] = ()  # --matrix: SET SESSION assignments for every session
+
+
+@dataclass(frozen=True)
+class Move:
+    """A session's step at `position` in its own order, or a fault injected instead of it."""
+
+    rank: int  # the session's place in the scenario: moves are tried in this order
+    session: str
+    position: int
+    fault: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.session}{self.position + 1}" + (f"!{self.fault}" if self.fault else "")
+
+    @property
+    def key(self) -> tuple:
+        return (self.fault != "", self.rank, FAULTS.index(self.fault) if self.fault else -1)
+
+
+@dataclass(frozen=True)
+class Check:
+    invariant: Invariant
+    got: Result
+
+    @property
+    def held(self) -> bool:
+        return self.got.error is None and self.got.rows == self.invariant.expect
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One schedule as run: the moves taken, what happened, and the invariants at the end."""
+
+    moves: tuple[Move, ...]
+    events: tuple
+    checks: tuple[Check, ...] = ()
+    stuck: str | None = None
+    diverged: str | None = None
+    index: int = 0  # the walk that produced it, when sampling
+    lines: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def findings(self) -> list[tuple[str, str]]:
+        """What went wrong, each as (kind, what), so equal problems group across schedules."""
+        if self.diverged:
+            return [(DIVERGED, self.diverged)]
+        if self.stuck:
+            return [(STUCK, self._stuck_key())]
+        out = [(VIOLATED, c.invariant.name) for c in self.checks if not c.held]
+        for event in self.events:
+            if isinstance(event, ev.Completed) and event.result.error is not None:
+                errno = event.result.error.errno
+                where = f"{event.session} at line {self.lines.get(event.index, '?')}"
+                if errno == mysql_errors.ER_LOCK_DEADLOCK:
+                    out.append((DEADLOCK, f"{where} chosen as the victim"))
+                else:
+                    out.append((ERROR, f"ERROR {errno} for {where}"))
+        return list(dict.fromkeys(out))
+
+    def _stuck_key(self) -> str:
+        """Who waits where: the same whether or not the lock holders were named."""
+        pending: dict[str, int] = {}
+        for event in self.events:
+            if isinstance(event, ev.Waiting):
+                pending[event.session] = event.index
+            elif isinstance(event, (ev.Completed, ev.FaultApplied)):
+                pending.pop(event.session, None)
+        if not pending:
+            return "a statement ran past the step timeout"
+        return ", ".join(f"{s} waits at line {self.lines.get(i, '?')}" for s, i in sorted(pending.items()))
+
+    @property
+    def outcome(self) -> str:
+        kinds = {kind for kind, _ in self.findings()}
+        return next((k for k in SEVERITY if k in kinds), OK)
+
+    def tally(self) -> Tally:
+        return Tally(self.moves, self.index, self.outcome, tuple(self.findings()))
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What is kept of each schedule run: enough to count it and to replay it."""
+
+    moves: tuple[Move, ...]
+    index: int
+    outcome: str
+    findings: tuple[tuple[str, str], ...]
+
+    @property
+    def order(self) -> tuple:
+        """Shorter first, then in the order a depth-first walk meets them."""
+        return (len(self.moves), [m.key for m in self.moves])
+
+
+class Cursor:
+    """Where each session is in its own steps, during one schedule."""
+
+    def __init__(self, names: tuple[str, ...]):
+        self.positions = dict.fromkeys(names, 0)
+        self.ended: set[str] = set()
+        self.faulted = False
+
+    def take(self, move: Move) -> None:
+        if move.fault:
+            self.ended.add(move.session)
+            self.faulted = True
+        else:
+            self.positions[move.session] += 1
+
+
+class Space:
+    """The scenario as each session's own sequence of steps; which moves are open when."""
+
+    def __init__(self, scenario: Scenario, faults: tuple[str, ...]):
+        self.scenario = scenario
+        self.faults = faults
+        self.names = scenario.session_names
+        self.tracks = {
+            name: tuple(
+                (i, s) for i, s in enumerate(scenario.steps) if isinstance(s, (Statement, Fault)) and s.session == name
+            )
+            for name in self.names
+        }
+        self.lines = {i: s.line for i, s in enumerate(scenario.steps)}
+        self._moves: dict[tuple, Move] = {}
+
+    def _move(self, *fields) -> Move:
+        """One object per distinct move: a long exploration keeps every schedule's moves."""
+        return self._moves.setdefault(fields, Move(*fields))
+
+    def bound(self) -> int:
+        """How many schedules there are when nothing waits: waits only remove some."""
+        lengths = tuple(len(self.tracks[n]) for n in self.names)
+        per_point = len(self.faults)
+
+        @lru_cache(maxsize=None)
+        def count(remaining: tuple[int, ...], faulted: bool) -> int:
+            if not any(remaining):
+                return 1
+            total = 0
+            for k, left in enumerate(remaining):
+                if left:
+                    total += count(remaining[:k] + (left - 1,) + remaining[k + 1 :], faulted)
+                    if not faulted:
+                        total += per_point * count(remaining[:k] + (0,) + remaining[k + 1 :], True)
+            return total
+
+        return count(lengths, per_point == 0)
+
+    def enabled(self, cursor: Cursor, blocked: frozenset[str]) -> list[Move]:
+        steps, faults = [], []
+        for rank, name in enumerate(self.names):
+            position = cursor.positions[name]
+            if name in cursor.ended or position >= len(self.tracks[name]):
+                continue
+            waiting = name in blocked
+            step = self.tracks[name][position][1]
+            if not waiting or (isinstance(step, Fault) and step.action in OUTSIDE_ACTIONS):
+                steps.append(self._move(rank, name, position))
+            if not cursor.faulted:
+                # A waiting session cannot send ROLLBACK, but its process can still die.
+                faults += [self._move(rank, name, position, f) for f in self.faults if f == "disconnect" or not waiting]
+        return steps + faults
+
+    def step_for(self, move: Move) -> tuple[int, Statement | Fault]:
+        index, step = self.tracks[move.session][move.position]
+        if move.fault == "rollback":
+            return index, Statement(move.session, "ROLLBACK;", step.line, comment="gives up here instead of going on")
+        if move.fault == "disconnect":
+            return index, Fault("disconnect", move.session, step.line)
+        return index, step
+
+
+# -- choosing the next move ---------------------------------------------------------------
+
+
+class Diverged(Exception):
+    """A replayed prefix met a different set of open moves than when it was noted."""
+
+
+class FirstChoice:
+    """Replays a prefix, then takes the first open move, noting the others as new prefixes."""
+
+    def __init__(self, prefix: tuple[Move, ...]):
+        self.prefix = prefix
+        self.branches: list[tuple[Move, ...]] = []
+        self.index = 0
+
+    def choose(self, taken: list[Move], enabled: list[Move]) -> Move:
+        depth = len(taken)
+        if depth < len(self.prefix):
+            move = self.prefix[depth]
+            if move not in enabled:
+                raise Diverged(f"{move} could not go after {' '.join(map(str, taken)) or 'the start'}")
+            return move
+        self.branches += [tuple(taken) + (m,) for m in enabled[1:]]
+        return enabled[0]
+
+
+class RandomChoice:
+    def __init__(self, seed: int, index: int):
+        self.rng = random.Random(f"{seed}:{index}")
+        self.index = index
+
+    def choose(self, taken: list[Move], enabled: list[Move]) -> Move:
+        return self.rng.choice(enabled)
+
+
+class DepthFirst:
+    """Prefixes still to run, shared by the workers; the newest is taken first."""
+
+    def __init__(self, limit: int | None):
+        self.stack: list[tuple[Move, ...]] = [()]
+        self.limit = limit
+        self.taken = 0
+        self.running = 0
+        self.stopped = False
+        self.cond = threading.Condition()
+
+    def take(self) -> FirstChoice | None:
+        with self.cond:
+            while not self.stack and self.running and not self.stopped:
+                self.cond.wait()
+            if self.stopped or not self.stack or (self.limit is not None and self.taken >= self.limit):
+                return None
+            self.taken += 1
+            self.running += 1
+            return FirstChoice(self.stack.pop())
+
+    def done(self, chooser: FirstChoice, execution: Execution) -> None:
+        with self.cond:
+            self.stack += reversed(chooser.branches)
+            self.running -= 1
+            self.cond.notify_all()
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+
+    @property
+    def complete(self) -> bool:
+        """Every schedule was run: nothing was left when the workers stopped."""
+        return not self.stack
+
+
+class Sampler:
+    """Random walks (uniform at each choice), until enough distinct schedules were run."""
+
+    def __init__(self, count: int, seed: int):
+        self.count = count
+        self.seed = seed
+        self.walks = 0
+        self.seen: set[tuple[Move, ...]] = set()
+        self.stopped = False
+        self.lock = threading.Lock()
+
+    def take(self) -> RandomChoice | None:
+        with self.lock:
+            if self.stopped or len(self.seen) >= self.count or self.walks >= self.count * WALKS_PER_SAMPLE:
+                return None
+            self.walks += 1
+            return RandomChoice(self.seed, self.walks - 1)
+
+    def done(self, chooser: RandomChoice, execution: Execution) -> None:
+        with self.lock:
+            self.seen.add(execution.moves)
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped = True
+
+    complete = False
+
+
+# -- running schedules --------------------------------------------------------------------
+
+
+def _rows(conn, sql: str) -> tuple:
+    return tuple(tuple(control.text(v) for v in row) for row in control.rows(conn, sql))
+
+
+def control_result(conn, sql: str) -> Result:
+    """An invariant's answer on the control connection, errors included."""
+    import MySQLdb
+
+    conn.send_query(sql.encode("utf-8"))
+    result = result_from_connection(conn, time.perf_counter())
+    if result.error and result.error.errno in mysql_errors.LOST_CONNECTION:
+        raise ServerError(f"lost the control connection: {result.error.message}")
+    try:
+        while conn.next_result() == 0:  # an unread second result would desynchronise the connection
+            conn.store_result()
+    except MySQLdb.Error:
+        pass  # the invariant's own answer is what counts
+    return result
+
+
+class Snapshot:
+    """The tables as setup left them, copied once; a reset deletes and re-inserts their rows.
+
+    The cheapest correct reset measured (bench/bench_explore.py prints the figures): a
+    transaction of DELETE and INSERT ... SELECT costs well under a millisecond for a lesson's
+    tables, where dropping and re-creating the database from setup costs several and TRUNCATE
+    (DDL, one table rebuild each) in between. AUTO_INCREMENT counters are put back too, but
+    only when they moved: ALTER TABLE costs as much as the rest together.
+    """
+
+    def __init__(self, driver: Driver, tables: list[str]):
+        self.driver = driver
+        self.database = driver.database + SNAPSHOT_SUFFIX
+        db, snap = _quote(driver.database), _quote(self.database)
+        columns = self._columns(tables)
+        copies, restores = [], ["SET SESSION foreign_key_checks = 0", "BEGIN"]
+        for table in tables:
+            t, cols = _quote(table), ", ".join(_quote(c) for c in columns[table])
+            copies.append(f"CREATE TABLE {snap}.{t} LIKE {db}.{t}; INSERT INTO {snap}.{t} ({cols}) SELECT {cols} FROM {db}.{t}")
+            restores.append(f"DELETE FROM {db}.{t}; INSERT INTO {db}.{t} ({cols}) SELECT {cols} FROM {snap}.{t}")
+        if driver.server.flavor == "MySQL":
+            # MySQL 8 caches AUTO_INCREMENT in information_schema for a day unless told not to (untested here).
+            copies.append("SET SESSION information_schema_stats_expiry = 0")
+        # Made as one of the run's databases, so it is dropped (or swept) with the run.
+        driver.scratch.create_database(self.database)
+        if copies:
+            control.execute(driver.control, "; ".join(copies))
+        self.counters = self._counters()
+        self.restore_sql = "; ".join(restores + ["COMMIT"])
+
+    def _columns(self, tables: list[str]) -> dict[str, list[str]]:
+        # Generated columns cannot be inserted into; invisible ones are missed by SELECT *.
+        out: dict[str, list[str]] = {t: [] for t in tables}
+        for table, column in _rows(
+            self.driver.control,
+            "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS "
+            f"WHERE TABLE_SCHEMA = '{self.driver.database}' AND EXTRA NOT LIKE '%GENERATED%' "
+            "ORDER BY TABLE_NAME, ORDINAL_POSITION",
+        ):
+            if table in out:
+                out[table].append(column)
+        return out
+
+    def _counters(self) -> dict[str, int]:
+        rows = _rows(
+            self.driver.control,
+            "SELECT TABLE_NAME, AUTO_INCREMENT FROM information_schema.TABLES "
+            f"WHERE TABLE_SCHEMA = '{self.driver.database}' AND AUTO_INCREMENT IS NOT NULL",
+        )
+        return {table: int(value) for table, value in rows}
+
+    def __call__(self) -> None:
+        control.execute(self.driver.control, self.restore_sql)
+        if self.counters:
+            moved = {t: n for t, n in self._counters().items() if self.counters.get(t) != n}
+            for table in moved:
+                control.execute(
+                    self.driver.control,
+                    f"ALTER TABLE {_quote(self.driver.database)}.{_quote(table)} AUTO_INCREMENT = {self.counters[table]}",
+                )
+
+
+class Rebuild:
+    """Drops the scratch database and runs the setup again: right whatever the steps did."""
+
+    def __init__(self, driver: Driver, reason: str):
+        self.driver = driver
+        self.reason = reason
+
+    def __call__(self) -> None:
+        self.driver.recreate_database()
+
+
+def choose_reset(driver: Driver, forced: bool) -> Snapshot | Rebuild:
+    """A snapshot when the rows are all the steps can change; else rebuild every time."""
+    if forced:
+        return Rebuild(driver, "asked for")
+    if any(DDL.match(s.sql) for _, s in driver.scenario.statements()):
+        return Rebuild(driver, "the steps run DDL")
+    db = driver.database
+    conn = driver.control
+    if _rows(conn, f"SELECT 1 FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = '{db}' LIMIT 1"):
+        return Rebuild(driver, "triggers would fire on restore")
+    kinds = dict(_rows(conn, f"SELECT TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{db}'"))
+    if any(kind not in ("BASE TABLE", "VIEW") for kind in kinds.values()):
+        return Rebuild(driver, "sequences or versioned tables")
+    return Snapshot(driver, sorted(t for t, kind in kinds.items() if kind == "BASE TABLE"))
+
+
+class Worker:
+    """One driver on its own scratch database, running schedule after schedule."""
+
+    def __init__(self, space: Space, server, options: ExploreOptions, name_blockers: bool = False):
+        self.space = space
+        run_options = RunOptions(options.step_timeout, name_blockers, CONFIRM_WAIT_S, session_settings=options.settings)
+        self.driver = Driver(space.scenario, server, run_options)
+        self.recreate = options.recreate
+        self.reset: Snapshot | Rebuild | None = None
+
+    def __enter__(self) -> Worker:
+        try:
+            self.driver.open()
+            self.reset = choose_reset(self.driver, self.recreate)
+        except BaseException:
+            self.driver.close(quiet=True)
+            raise
+        return self
+
+    def __exit__(self, exc_type, *exc_info) -> None:
+        self.driver.close(quiet=exc_type is not None)
+
+    def run(self, chooser) -> Execution:
+        self.driver.started = time.perf_counter()
+        moves: list[Move] = []
+        events: list = []
+        stuck = diverged = None
+        try:
+            self._walk(chooser, moves, events)
+            stuck = self._stuck()
+        except StuckError as e:
+            stuck = str(e)
+        except Diverged as e:
+            diverged = str(e)
+        self.driver.restart_sessions()
+        checks = () if stuck or diverged else self._check(any(m.fault for m in moves))
+        self.reset()
+        return Execution(tuple(moves), tuple(events), checks, stuck, diverged, chooser.index, self.space.lines)
+
+    def _walk(self, chooser, moves: list[Move], events: list) -> None:
+        """Takes the chosen moves until none is open."""
+        cursor = Cursor(self.space.names)
+        looked_again = False
+        while True:
+            enabled = self.space.enabled(cursor, self.driver.blocked())
+            if enabled:
+                looked_again = False
+                move = chooser.choose(moves, enabled)
+                if move is None:  # a prefix run (minimise.py) ends here
+                    return
+                index, step = self.space.step_for(move)
+                events += self.driver.step(index, step)
+                cursor.take(move)
+                moves.append(move)
+            elif self.driver.blocked() and not looked_again:
+                # A waiter freed a moment ago can still show its wait (a metadata lock
+                # waiter updates its own state when it wakes): look again before "stuck".
+                time.sleep(LOOK_AGAIN_S)
+                events += self.driver.settle()
+                looked_again = True
+            else:
+                return
+
+    def _stuck(self) -> str | None:
+        waiting = [s for s in self.driver.sessions.values() if s.busy]
+        if not waiting:
+            return None
+        return self.driver.stuck_message(len(self.space.scenario.steps), "every remaining step is blocked", waiting)
+
+    def _check(self, faulted: bool) -> tuple[Check, ...]:
+        wanted = [i for i in self.space.scenario.invariants if i.holds == "always" or not faulted]
+        return tuple(Check(i, control_result(self.driver.user_conn, i.sql)) for i in wanted)
+
+
+# -- the whole exploration ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    what: str
+    schedules: int  # how many schedules showed it
+    shortest: Execution  # the schedule run again with lock holders named, for the transcript
+    reproduced: bool  # the run again showed the same finding
+    left_out: int = 0  # moves at the end of the schedule found that change nothing (minimise.py)
+    explanations: tuple = ()  # the anomalies its steps show (anomaly.py)
+
+
+@dataclass(frozen=True)
+class Report:
+    scenario: Scenario
+    server: str
+    options: ExploreOptions
+    bound: int
+    explored: int
+    complete: bool
+    counts: dict[str, int]
+    findings: tuple[Finding, ...]
+    elapsed_s: float
+    reset: str
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.counts[VIOLATED] or self.counts[STUCK])
+
+    @property
+    def per_second(self) -> float:
+        return self.explored / self.elapsed_s if self.elapsed_s else 0.0
+
+
+def planned(scenario: Scenario, options: ExploreOptions) -> int:
+    """How many schedules an exploration will run at most; UsageError when it is not runnable."""
+    unknown = [f for f in options.faults if f not in FAULTS]
+    if unknown:
+        raise UsageError(f"unknown fault '{unknown[0]}' (use {', '.join(FAULTS)})")
+    bound = Space(scenario, options.faults).bound()
+    if options.sample is not None:
+        return options.sample
+    if options.max_schedules is not None:
+        return min(bound, options.max_schedules)
+    if bound > UNASKED_LIMIT:
+        raise UsageError(f"{scenario.path}: up to {bound:,} schedules; use --max-schedules N or --sample N")
+    return bound
+
+
+def explore(
+    scenario: Scenario, server, options: ExploreOptions, on_schedule: Callable[[Execution], None] | None = None
+) -> Report:
+    planned(scenario, options)
+    space = Space(scenario, options.faults)
+    bound = space.bound()
+    source = Sampler(options.sample, options.seed) if options.sample else DepthFirst(options.max_schedules)
+    started = time.perf_counter()
+    tallies, reset = _run_all(space, server, options, source, on_schedule)
+    elapsed = time.perf_counter() - started
+    if options.sample:
+        tallies = _first_distinct(tallies, options.sample)
+    counts = dict.fromkeys(OUTCOMES, 0)
+    for tally in tallies:
+        counts[tally.outcome] += 1
+    findings = _replayed(space, server, options, tallies)
+    return Report(scenario, server.label, options, bound, len(tallies), source.complete, counts, findings, elapsed, reset)
+
+
+def _first_distinct(tallies: list[Tally], count: int) -> list[Tally]:
+    """Walks by index, repeats dropped: the same sample whatever order the workers finished."""
+    out: dict[tuple[Move, ...], Tally] = {}
+    for tally in sorted(tallies, key=lambda t: t.index):
+        out.setdefault(tally.moves, tally)
+    return list(out.values())[:count]
+
+
+def _run_all(space: Space, server, options: ExploreOptions, source, on_schedule) -> tuple[list[Tally], str]:
+    """Runs schedules on `options.jobs` workers; results are handled on the calling thread."""
+    results: queue.Queue = queue.Queue()
+    resets: list[str] = []
+    threads = [
+        threading.Thread(target=_work, args=(space, server, options, source, results, resets), daemon=True)
+        for _ in range(options.jobs)
+    ]
+    for thread in threads:
+        thread.start()
+    tallies: list[Tally] = []
+    try:
+        finished = 0
+        while finished < len(threads):
+            try:
+                item = results.get(timeout=0.25)  # a timeout keeps Ctrl-C deliverable
+            except queue.Empty:
+                continue
+            if item is None:
+                finished += 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                tallies.append(item.tally())
+                if on_schedule is not None:
+                    on_schedule(item)
+    finally:
+        source.stop()
+        for thread in threads:
+            thread.join()
+    return tallies, resets[0] if resets else ""
+
+
+def _work(space: Space, server, options: ExploreOptions, source, results: queue.Queue, resets: list[str]) -> None:
+    try:
+        with Worker(space, server, options) as worker:
+            resets.append(_describe_reset(worker.reset))
+            while (chooser := source.take()) is not None:
+                execution = worker.run(chooser)
+                for _ in range(REPLAYS):
+                    if not execution.diverged:
+                        break
+                    execution = worker.run(chooser)  # a momentary wait seen on the way: try again
+                source.done(chooser, execution)
+                results.put(execution)
+    except BaseException as e:  # handed to the calling thread, which raises it
+        source.stop()
+        results.put(e)
+    finally:
+        results.put(None)
+
+
+def _describe_reset(reset: Snapshot | Rebuild) -> str:
+    if isinstance(reset, Rebuild):
+        return f"database rebuilt from setup for every schedule ({reset.reason})"
+    return "tables restored from a snapshot (DELETE + INSERT ... SELECT), sessions reset with COM_CHANGE_USER"
+
+
+def _replayed(space: Space, server, options: ExploreOptions, tallies: list[Tally]) -> tuple[Finding, ...]:
+    """The shortest schedule of each distinct finding, run again with lock holders named."""
+    shortest: dict[tuple[str, str], Tally] = {}
+    seen: dict[tuple[str, str], int] = {}
+    for tally in tallies:
+        for key in tally.findings:
+            seen[key] = seen.get(key, 0) + 1
+            if key not in shortest or tally.order < shortest[key].order:
+                shortest[key] = tally
+    if not shortest:
+        return ()
+    names = [i.name for i in space.scenario.invariants]
+    out = []
+    with Worker(space, server, options, name_blockers=True) as worker:
+        for key in sorted(shortest, key=lambda k: (SEVERITY.index(k[0]), names.index(k[1]) if k[0] == VIOLATED else 0, k[1])):
+            replay = worker.run(FirstChoice(shortest[key].moves))
+            out.append(_explained(space, worker, Finding(key[0], key[1], seen[key], replay, key in replay.findings())))
+    return tuple(out)
+
+
+def _explained(space: Space, worker: Worker, finding: Finding) -> Finding:
+    """A violation with its schedule cut to the shortest prefix showing it, and named."""
+    from dataclasses import replace
+
+    from .anomaly import explain
+    from .minimise import shortest_prefix
+
+    if finding.kind != VIOLATED or not finding.reproduced:
+        return finding
+    shown = shortest_prefix(space, worker, finding.shortest)
+    left_out = len(finding.shortest.moves) - len(shown.moves)
+    named = tuple(explain(space.scenario, shown.moves, shown.events))
+    return replace(finding, shortest=shown, left_out=left_out, explanations=named)

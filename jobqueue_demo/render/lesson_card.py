@@ -1,0 +1,68 @@
+"""A lesson at a glance, before running it: what `jobqueue-demo show LESSON` prints."""
+
+from __future__ import annotations
+
+from ..scenario.model import Scenario, SessionSpec, Statement
+from ..run.verify import describe_expectation
+
+
+def card(scenario: Scenario, name: str, variant_of: tuple[str, ...] = ()) -> list[str]:
+    lines = [scenario.title, ""]
+    if scenario.summary:
+        lines.append(scenario.summary)
+    lines.append("sessions: " + ", ".join(_session(s) for s in scenario.sessions))
+    lines.append(f"steps: {len(scenario.steps)}, of which {len(scenario.statements())} statements")
+    proves = _first_paragraph(scenario.why)
+    if proves:
+        lines += ["", "what it proves:", *_indent(proves)]
+    outcome = expected_outcome(scenario)
+    if outcome:
+        lines += ["", "expected outcome:", *(f"  {line}" for line in outcome)]
+    lines.append("")
+    if scenario.explore:
+        lines.append(f"explore variant: {scenario.explore} (jobqueue-demo explore {scenario.explore})")
+    elif variant_of:
+        lines.append(f"explore variant of: {', '.join(variant_of)}")
+    else:
+        lines.append("explore variant: none")
+    if scenario.invariants:
+        lines.append("invariants: " + "; ".join(i.name for i in scenario.invariants))
+    lines.append(f"verified: {scenario.verified or 'not recorded'}")
+    lines.append(f"run it: jobqueue-demo run {name}   (the YAML: jobqueue-demo show {name} --source)")
+    return lines
+
+
+def expected_outcome(scenario: Scenario) -> list[str]:
+    """The expectations that carry the story: waits, errors, and the last statement's result."""
+    statements = [(i, s) for i, s in scenario.statements() if s.expect is not None]
+    telling = [(i, s) for i, s in statements if s.expect.waits is not None or s.expect.error is not None]
+    if statements and statements[-1] not in telling:
+        telling.append(statements[-1])
+    return [_expected(i, s) for i, s in telling]
+
+
+def _expected(index: int, step: Statement) -> str:
+    sql = " ".join(step.sql.split())
+    sql = sql if len(sql) <= 60 else sql[:57] + "..."
+    waits = {True: "waits for a lock, then ", False: "without waiting, ", None: ""}[step.expect.waits]
+    return f"step {index + 1}, {step.session}> {sql} -> {waits}{describe_expectation(step.expect)}"
+
+
+def _session(spec: SessionSpec) -> str:
+    settings = [f"{spec.isolation}" if spec.isolation else ""]
+    if spec.innodb_lock_wait_timeout is not None:
+        settings.append(f"innodb_lock_wait_timeout {spec.innodb_lock_wait_timeout}")
+    if spec.lock_wait_timeout is not None:
+        settings.append(f"lock_wait_timeout {spec.lock_wait_timeout}")
+    settings = [s for s in settings if s]
+    return spec.name + (f" ({', '.join(settings)})" if settings else "")
+
+
+def _first_paragraph(text: str) -> str:
+    return " ".join(text.strip().split("\n\n")[0].split()) if text.strip() else ""
+
+
+def _indent(text: str, width: int = 88) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width, initial_indent="  ", subsequent_indent="  ")

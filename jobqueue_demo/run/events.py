@@ -1,0 +1,108 @@
+"""What a run produces, in the order it happened; renderers and checks consume these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..engine.deadlock import DeadlockCycle
+from ..engine.result import Result
+from ..scenario.model import Step
+from .chain import WaitChain
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    title: str
+    server: str  # e.g. "MariaDB 10.11.19"
+    database: str
+
+
+@dataclass(frozen=True)
+class StepStarting:
+    """Emitted before each step runs, so an interactive view can pause on it."""
+
+    index: int
+    step: Step
+
+
+@dataclass(frozen=True)
+class Narrated:
+    index: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A statement the server holds on a lock; its Completed event comes later."""
+
+    index: int
+    session: str
+    sql: str
+    comment: str | None
+    at_ms: float
+    kind: str  # row lock, metadata lock, table lock
+    blockers: tuple[str, ...]
+    lock: str = ""
+
+
+@dataclass(frozen=True)
+class Completed:
+    index: int
+    session: str
+    sql: str
+    comment: str | None
+    result: Result
+    at_ms: float
+    waited_ms: float | None = None  # set when this completes an earlier Waiting
+    blockers: tuple[str, ...] = ()
+    deadlock: DeadlockCycle | None = None  # the cycle a 1213 broke, as the server told it
+
+
+@dataclass(frozen=True)
+class FaultApplied:
+    index: int
+    action: str
+    session: str
+    at_ms: float
+    detail: str
+    took_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class LocksShown:
+    index: int
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str | None, ...], ...]
+    note: str
+
+
+@dataclass(frozen=True)
+class LocksTaken:
+    """With --show-locks: the record locks a statement added to its transaction's."""
+
+    index: int
+    session: str
+    returned: int | None  # rows read or changed; None when the statement failed
+    read: bool  # a result set (returned rows) rather than a write (changed rows)
+    locked: int  # record locks this statement added
+    held: int  # record locks the transaction holds now
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """The schedule cannot go on; the run ends with StuckError right after this event."""
+
+    index: int
+    what: str  # e.g. "C's next statement cannot be sent"
+    chain: WaitChain
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    elapsed_ms: float
+
+
+Event = (
+    RunStarted | StepStarting | Narrated | Waiting | Completed | FaultApplied | LocksShown | LocksTaken | Stuck
+    | RunFinished
+)

@@ -1,0 +1,204 @@
+"""`--matrix NAME=V1,V2`: one lesson under every combination of server settings.
+
+Each axis names a server variable (or `isolation`, the sessions' isolation level under the
+server's own variable name) and the values to try. A variable a session may set is set on
+every session of the run (after the scenario's own settings, so the matrix wins). A
+variable the server takes only globally is set with SET GLOBAL on the private embedded
+server and put back afterwards; on a --dsn server, shared with others, it is refused. The
+outcome of each step under each combination is compared, hermitage-style: the table keeps
+the steps whose outcome differs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+
+from ..engine import control
+from ..errors import UsageError
+from ..scenario.model import ISOLATION_LEVELS, Scenario, Statement
+from . import events as ev
+
+ER_UNKNOWN_SYSTEM_VARIABLE = 1193
+ER_GLOBAL_VARIABLE = 1229
+ER_WRONG_VALUE_FOR_VAR = 1231
+ER_WRONG_TYPE_FOR_VAR = 1232
+ER_INCORRECT_GLOBAL_LOCAL_VAR = 1238
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+VALUE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    values: tuple[str, ...]
+    scope: str = "SESSION"  # or GLOBAL: set on the embedded server only
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    value: str
+    scope: str
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.value}"
+
+
+def parse_axes(texts: list[str]) -> list[Axis]:
+    axes = []
+    for text in texts:
+        name, sep, values = text.partition("=")
+        parts = tuple(v.strip() for v in values.split(",") if v.strip())
+        if not sep or not NAME.match(name.strip()) or not parts or not all(VALUE.match(v) for v in parts):
+            raise UsageError(f"--matrix {text}: write NAME=VALUE1,VALUE2 (a server variable or isolation)")
+        if name.strip() == "isolation":
+            unknown = [v for v in parts if v not in ISOLATION_LEVELS]
+            if unknown:
+                raise UsageError(f"--matrix {text}: '{unknown[0]}' is not one of {', '.join(ISOLATION_LEVELS)}")
+        axes.append(Axis(name.strip(), tuple(dict.fromkeys(parts))))
+    if len({a.name for a in axes}) < len(axes):
+        raise UsageError("--matrix: each setting once; put its values after one '=', comma-separated")
+    return axes
+
+
+def _assignment(server, setting: Setting) -> str:
+    if setting.name == "isolation":
+        return f"{server.isolation_variable} = '{ISOLATION_LEVELS[setting.value]}'"
+    return f"{setting.name} = {_literal(setting.value)}"
+
+
+def _literal(value: str | None) -> str:
+    """A number bare (integer variables refuse a string), anything else quoted (ON, a level)."""
+    if value is None:
+        return "NULL"
+    if re.fullmatch(r"-?\d+(\.\d+)?", value):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def classify(server, axes: list[Axis]) -> list[Axis]:
+    """Each axis with the scope it can be set in, every value tried once; UsageError if none."""
+    out = []
+    with closing(server.params.connect(database=None)) as conn:
+        for axis in axes:
+            scope = "SESSION"
+            for value in axis.values:
+                try:
+                    control.execute(conn, "SET SESSION " + _assignment(server, Setting(axis.name, value, scope)))
+                except control.ControlError as e:
+                    if e.errno != ER_GLOBAL_VARIABLE:
+                        raise UsageError(f"--matrix {axis.name}={value}: {_refusal(e.errno)}") from None
+                    scope = "GLOBAL"
+            if scope == "GLOBAL" and not server.embedded:
+                raise UsageError(
+                    f"--matrix {axis.name}: a global-only variable, set only on the private embedded server "
+                    "(leave out --dsn); a shared server's globals are not changed"
+                )
+            out.append(Axis(axis.name, axis.values, scope))
+    return out
+
+
+def _refusal(errno: int) -> str:
+    if errno == ER_UNKNOWN_SYSTEM_VARIABLE:
+        return "the server has no such variable"
+    if errno in (ER_WRONG_VALUE_FOR_VAR, ER_WRONG_TYPE_FOR_VAR):
+        return "the server refuses this value"
+    if errno == ER_INCORRECT_GLOBAL_LOCAL_VAR:
+        return "read-only: it can only be set when the server starts"
+    return f"the server refused it (ERROR {errno})"
+
+
+def combinations(axes: list[Axis]) -> list[tuple[Setting, ...]]:
+    return [
+        tuple(Setting(a.name, v, a.scope) for a, v in zip(axes, values))
+        for values in itertools.product(*(a.values for a in axes))
+    ]
+
+
+def session_settings(server, combination: tuple[Setting, ...]) -> tuple[str, ...]:
+    """The SET SESSION assignments every session of a run takes."""
+    return tuple(_assignment(server, s) for s in combination if s.scope == "SESSION")
+
+
+@contextmanager
+def globals_set(server, combination: tuple[Setting, ...]):
+    """The global settings of a combination, on the embedded server, put back afterwards."""
+    wanted = [s for s in combination if s.scope == "GLOBAL"]
+    if not wanted:
+        yield
+        return
+    with closing(server.params.connect(database=None)) as conn:
+        before = {s.name: control.value(conn, f"SELECT @@GLOBAL.{s.name}") for s in wanted}
+        try:
+            for s in wanted:
+                control.execute(conn, f"SET GLOBAL {s.name} = {_literal(s.value)}")
+            yield
+        finally:
+            for name, value in before.items():
+                control.execute(conn, f"SET GLOBAL {name} = {_literal(value)}")
+
+
+# -- comparing the runs -----------------------------------------------------------------------
+
+
+def step_outcomes(scenario: Scenario, events: list) -> dict[int, str]:
+    """Step index -> its outcome in a few words, for every statement of the scenario."""
+    waited = {e.index for e in events if isinstance(e, ev.Waiting)}
+    done = {e.index: e.result for e in events if isinstance(e, ev.Completed)}
+    out = {}
+    for index, step in enumerate(scenario.steps):
+        if isinstance(step, Statement):
+            result = done.get(index)
+            text = "not run" if result is None else _words(result)
+            out[index] = ("waited, " + text) if index in waited else text
+    return out
+
+
+def _words(result) -> str:
+    if result.error is not None:
+        return f"ERROR {result.error.errno}"
+    if result.is_rows:
+        count = len(result.rows) + result.omitted
+        firsts = ", ".join("NULL" if r[0] is None else r[0] for r in result.rows[:3])
+        more = ", ..." if count > 3 else ""
+        return f"{count} row{'' if count == 1 else 's'}" + (f" ({firsts}{more})" if count else "")
+    if result.affected:
+        return f"{result.affected} affected"
+    return "ok"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One combination's run: the outcome of every step, and what is said of it as a whole."""
+
+    combination: tuple[Setting, ...]
+    steps: dict[int, str]
+    summary: str  # e.g. "all 13 expectations met", or an explore's outcome counts
+
+
+@dataclass(frozen=True)
+class Differences:
+    labels: tuple[str, ...]  # one per row, e.g. "A3 (line 28) SELECT id ..."
+    rows: tuple[tuple[str, ...], ...]  # one cell per column, in combination order
+    same: int  # steps whose outcome was the same everywhere, not shown
+
+
+def differences(scenario: Scenario, columns: list[Column]) -> Differences:
+    labels, rows, same = [], [], 0
+    positions: dict[str, int] = {}
+    for index, step in enumerate(scenario.steps):
+        if getattr(step, "session", None):  # numbered as explore numbers moves: A3 is A's third step
+            positions[step.session] = positions.get(step.session, 0) + 1
+        if not isinstance(step, Statement):
+            continue
+        cells = tuple(c.steps.get(index, "not run") for c in columns)
+        if len(set(cells)) == 1:
+            same += 1
+            continue
+        sql = " ".join(step.sql.split())
+        labels.append(f"{step.session}{positions[step.session]} line {step.line}: {sql[:40]}")
+        rows.append(cells)
+    return Differences(tuple(labels), tuple(rows), same)

@@ -1,0 +1,435 @@
+"""Reads a scenario file into a Scenario, or fails with one line naming file, line and column.
+
+Nothing here connects to a server: a scenario is fully checked before any connection is made.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+import yaml
+
+from ..errors import ScenarioError
+from .model import (
+    CAPTURE_REF,
+    FAULT_ACTIONS,
+    INVARIANT_HOLDS,
+    ISOLATION_LEVELS,
+    Expectation,
+    Fault,
+    Invariant,
+    Locks,
+    Narration,
+    Scenario,
+    SessionSpec,
+    Span,
+    Statement,
+    error_match,
+)
+from ..engine import mysql_errors
+
+# libyaml's parser, when PyYAML was built with it, reads a lesson several times faster;
+# both give the same nodes and marks.
+SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_BYTES = 1024 * 1024
+MAX_DEPTH = 24
+SESSION_NAME_MAX = 32
+TOP_KEYS = {"title", "summary", "description", "setup", "sessions", "steps", "why", "verified", "invariants", "explore"}
+STATEMENT_KEYS = {"comment", "expect", "capture"}
+SESSION_KEYS = {"isolation", "innodb_lock_wait_timeout", "lock_wait_timeout"}
+EXPECT_KEYS = {"ok", "columns", "rows", "affected", "error", "waits"}
+
+
+def load_scenario(path: str) -> Scenario:
+    return scenario_from_text(path, _read_text(path))
+
+
+def scenario_from_text(path: str, text: str) -> Scenario:
+    """The scenario `text` describes; `path` is where messages say it is."""
+    root = _compose(path, text)
+    return _Builder(path, text).scenario(root)
+
+
+def _read_text(path: str) -> str:
+    if not os.path.exists(path):
+        raise ScenarioError(path, "no such file")
+    if os.path.isdir(path):
+        raise ScenarioError(path, "is a directory, not a scenario file")
+    try:
+        # Non-blocking, so that opening a FIFO returns at once and can be refused.
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ScenarioError(path, "not a regular file (a device, FIFO or socket)")
+            data = f.read(MAX_BYTES + 1)
+    except OSError as e:
+        raise ScenarioError(path, f"cannot read: {e.strerror}") from None
+    if len(data) > MAX_BYTES:
+        raise ScenarioError(path, f"too large (over {MAX_BYTES // 1024} KiB); a scenario is a short script")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ScenarioError(path, "not UTF-8 text", line, column) from None
+    if not text.strip():
+        raise ScenarioError(path, "empty scenario: expected a mapping with title, sessions and steps")
+    return text
+
+
+def _compose(path: str, text: str) -> yaml.Node:
+    """Parse to nodes, refusing aliases and deep nesting before anything is built from them.
+
+    Aliases are refused outright: a scenario never needs them and they are how a small file
+    expands into a huge document.
+    """
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=SafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                _fail_at(path, event.start_mark, "YAML aliases (*name) are not allowed in scenarios")
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    _fail_at(path, event.start_mark, f"nested deeper than {MAX_DEPTH} levels")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+        loader = SafeLoader(text)
+        try:
+            return loader.get_single_node()
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        problem = e.problem or e.context or "invalid YAML"
+        _fail_at(path, mark, f"not valid YAML: {problem}")
+    except yaml.reader.ReaderError as e:
+        # The only unmarked parse error: its own text spans two lines and gives a character offset
+        line = text.count("\n", 0, e.position) + 1
+        column = e.position - (text.rfind("\n", 0, e.position) + 1) + 1
+        message = f"not valid YAML: special character U+{e.character:04X} is not allowed"
+        raise ScenarioError(path, message, line, column) from None
+
+
+def _fail_at(path: str, mark, message: str):
+    if mark is None:
+        raise ScenarioError(path, message)
+    raise ScenarioError(path, message, mark.line + 1, mark.column + 1)
+
+
+# Every key a step can have besides a session's name.
+STEP_WORDS = tuple(sorted(STATEMENT_KEYS | {"narrate", "locks"} | set(FAULT_ACTIONS)))
+
+
+def _nearest(word: str, choices) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(word.lower(), list(choices), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def _did_you_mean(word: str, sessions: set[str]) -> str:
+    nearest = _nearest(word, STEP_WORDS) or _nearest(word, sessions)
+    if nearest:
+        return f": did you mean '{nearest}'?"
+    return f" (a step takes one of: {', '.join(STEP_WORDS)}, or a session: {', '.join(sorted(sessions))})"
+
+
+@dataclass
+class _Builder:
+    path: str
+    text: str
+
+    def fail(self, node: yaml.Node, message: str):
+        _fail_at(self.path, node.start_mark, message)
+
+    # -- generic node access -------------------------------------------------
+
+    def mapping(self, node: yaml.Node, what: str) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        if not isinstance(node, yaml.MappingNode):
+            self.fail(node, f"{what} must be a mapping")
+        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        for key, value in node.value:
+            if not isinstance(key, yaml.ScalarNode):
+                self.fail(key, f"{what}: keys must be plain names")
+            if key.value in out:
+                self.fail(key, f"{what}: duplicate key '{key.value}'")
+            out[key.value] = (key, value)
+        return out
+
+    def text_of(self, node: yaml.Node, what: str) -> str:
+        if not isinstance(node, yaml.ScalarNode):
+            self.fail(node, f"{what} must be text")
+        return node.value
+
+    def int_of(self, node: yaml.Node, what: str, low: int = 0, high: int = 10**9) -> int:
+        if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":int"):
+            try:
+                value = int(node.value)
+            except ValueError:
+                # YAML 1.1 also tags 0x1f, 0b1, 1:30, 1_ and numbers past Python's digit limit as int
+                pass
+            else:
+                if low <= value <= high:
+                    return value
+        self.fail(node, f"{what} must be a whole number from {low} to {high}")
+
+    def bool_of(self, node: yaml.Node, what: str) -> bool:
+        if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":bool"):
+            return node.value.lower() in ("true", "yes", "on")
+        self.fail(node, f"{what} must be true or false")
+
+    def cell(self, node: yaml.Node, what: str) -> str | None:
+        """A value in an expected row, compared with the server's text form."""
+        if not isinstance(node, yaml.ScalarNode):
+            self.fail(node, f"{what} must be a plain value")
+        if node.tag.endswith(":null"):
+            return None
+        return node.value
+
+    def rows(self, node: yaml.Node, what: str) -> tuple[tuple[str | None, ...], ...]:
+        if not isinstance(node, yaml.SequenceNode):
+            self.fail(node, f"{what} must be a list of rows, each a list of values")
+        out = []
+        for row in node.value:
+            if not isinstance(row, yaml.SequenceNode):
+                self.fail(row, f"{what}: each row must be a list of values, e.g. [1, send welcome email]")
+            out.append(tuple(self.cell(c, f"{what} value") for c in row.value))
+        return tuple(out)
+
+    def span(self, start: yaml.Node, end: yaml.Node) -> Span:
+        return Span(start.start_mark.index, end.end_mark.index)
+
+    # -- the scenario ----------------------------------------------------------
+
+    def scenario(self, root: yaml.Node) -> Scenario:
+        if root is None:
+            raise ScenarioError(self.path, "empty scenario: expected a mapping with title, sessions and steps")
+        top = self.mapping(root, "the scenario")
+        for key, (knode, _) in top.items():
+            if key not in TOP_KEYS:
+                self.fail(knode, f"unknown key '{key}' (expected one of: {', '.join(sorted(TOP_KEYS))})")
+        for required in ("title", "sessions", "steps"):
+            if required not in top:
+                self.fail(root, f"missing '{required}'")
+        sessions = self.sessions(top["sessions"][1])
+        names = {s.name for s in sessions}
+        return Scenario(
+            path=self.path,
+            title=self.text_of(top["title"][1], "title").strip(),
+            summary=self.optional_text(top, "summary"),
+            description=self.optional_text(top, "description"),
+            setup=self.optional_text(top, "setup"),
+            why=self.optional_text(top, "why"),
+            verified=self.optional_text(top, "verified") or None,
+            sessions=sessions,
+            steps=self.steps(top["steps"][1], names),
+            invariants=self.invariants(top["invariants"][1]) if "invariants" in top else (),
+            explore=self.explore_variant(top["explore"][1]) if "explore" in top else None,
+            source=self.text,
+        )
+
+    def explore_variant(self, node: yaml.Node) -> str:
+        """The name of a lesson written to be explored: next to this file, or shipped."""
+        from .lessons import lesson_dirs
+
+        name = self.text_of(node, "explore").strip()
+        folders = [os.path.dirname(os.path.abspath(self.path)), *map(str, lesson_dirs())]
+        if not name or os.sep in name or not any(os.path.isfile(os.path.join(f, f"{name}.yaml")) for f in folders):
+            self.fail(node, f"explore: no lesson '{name}' next to this one or shipped ({name}.yaml)")
+        return name
+
+    def optional_text(self, top, key: str) -> str:
+        if key not in top:
+            return ""
+        node = top[key][1]
+        if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null"):
+            return ""
+        return self.text_of(node, key).strip()
+
+    def sessions(self, node: yaml.Node) -> tuple[SessionSpec, ...]:
+        if isinstance(node, yaml.SequenceNode):
+            specs = [SessionSpec(self.session_name(n)) for n in node.value]
+        else:
+            specs = [self.session_spec(k, v) for k, v in self.mapping(node, "sessions").values()]
+        if not specs:
+            self.fail(node, "sessions: name at least one session, e.g. [A, B]")
+        seen = set()
+        for spec, n in zip(specs, node.value):
+            if spec.name in seen:
+                self.fail(n if isinstance(node, yaml.SequenceNode) else n[0], f"session '{spec.name}' is declared twice")
+            seen.add(spec.name)
+        return tuple(specs)
+
+    def session_name(self, node: yaml.Node) -> str:
+        name = self.text_of(node, "a session name")
+        if not (name.isidentifier() and len(name) <= SESSION_NAME_MAX) or name in TOP_KEYS | STATEMENT_KEYS:
+            self.fail(node, f"'{name}' is not a usable session name (letters, digits, _; e.g. A, B, worker1)")
+        if name in FAULT_ACTIONS or name in ("narrate", "locks"):
+            self.fail(node, f"'{name}' is a step keyword and cannot name a session")
+        return name
+
+    def session_spec(self, key: yaml.Node, value: yaml.Node) -> SessionSpec:
+        name = self.session_name(key)
+        if isinstance(value, yaml.ScalarNode) and value.tag.endswith(":null"):
+            return SessionSpec(name)
+        fields = self.mapping(value, f"session {name}")
+        for k, (knode, _) in fields.items():
+            if k not in SESSION_KEYS:
+                self.fail(knode, f"session {name}: unknown setting '{k}' (expected {', '.join(sorted(SESSION_KEYS))})")
+        isolation = None
+        if "isolation" in fields:
+            inode = fields["isolation"][1]
+            isolation = self.text_of(inode, "isolation").strip().lower().replace(" ", "-").replace("_", "-")
+            if isolation not in ISOLATION_LEVELS:
+                self.fail(inode, f"isolation must be one of {', '.join(ISOLATION_LEVELS)}")
+        timeouts = {
+            k: self.int_of(fields[k][1], k, 1, 31536000) for k in ("innodb_lock_wait_timeout", "lock_wait_timeout") if k in fields
+        }
+        return SessionSpec(name, isolation, **timeouts)
+
+    def steps(self, node: yaml.Node, names: set[str]) -> tuple:
+        if not isinstance(node, yaml.SequenceNode) or not node.value:
+            self.fail(node, "steps must be a non-empty list")
+        steps = tuple(self.step(n, names) for n in node.value)
+        self.check_captures(steps, node.value)
+        return steps
+
+    def check_captures(self, steps, nodes) -> None:
+        """A `:name` no earlier statement of its session captured would reach the server as SQL."""
+        captured: dict[str, list[str]] = {}
+        for step, node in zip(steps, nodes):
+            if not isinstance(step, Statement):
+                continue
+            known = captured.setdefault(step.session, [])
+            for name in CAPTURE_REF.findall(step.sql):
+                if name not in known:
+                    have = f"it captures {', '.join(known)}" if known else "it captures nothing"
+                    self.fail(node, f"{step.session}'s statement uses :{name}, but no earlier step of {step.session} "
+                              f"captures '{name}' ({have} before this step)")
+            if step.capture:
+                known.append(step.capture)
+
+    def step(self, node: yaml.Node, names: set[str]):
+        line = node.start_mark.line + 1
+        if isinstance(node, yaml.ScalarNode) and node.value == "locks":
+            return Locks(line)
+        fields = self.mapping(node, "a step")
+        if "narrate" in fields:
+            self.only(fields, {"narrate"}, "a narrate step")
+            return Narration(self.text_of(fields["narrate"][1], "narrate").strip(), line)
+        if "locks" in fields:
+            self.only(fields, {"locks"}, "a locks step")
+            return Locks(line)
+        for action in FAULT_ACTIONS:
+            if action in fields:
+                self.only(fields, {action}, f"a {action} step")
+                vnode = fields[action][1]
+                session = self.text_of(vnode, action)
+                if session not in names:
+                    self.fail(vnode, f"{action}: '{session}' is not a declared session ({', '.join(sorted(names))})")
+                return Fault(action, session, line)
+        return self.statement(node, fields, names)
+
+    def only(self, fields, allowed: set[str], what: str):
+        for k, (knode, _) in fields.items():
+            if k not in allowed:
+                self.fail(knode, f"{what} takes no '{k}'")
+
+    def statement(self, node: yaml.Node, fields, names: set[str]) -> Statement:
+        sessions = [k for k in fields if k not in STATEMENT_KEYS]
+        unknown = [k for k in sessions if k not in names]
+        if len(sessions) > 1 and unknown or len(sessions) == 1 and unknown and _nearest(unknown[0], STEP_WORDS):
+            key = unknown[0]
+            self.fail(fields[key][0], f"unknown key '{key}' in a step{_did_you_mean(key, names)}")
+        if len(sessions) != 1:
+            self.fail(node, "a step names one session (e.g. 'A: BEGIN;'), or is narrate, locks or a fault")
+        name = sessions[0]
+        knode, snode = fields[name]
+        if name not in names:
+            self.fail(knode, f"step for undeclared session '{name}' (declared: {', '.join(sorted(names))})")
+        sql = self.text_of(snode, f"{name}'s statement").strip()
+        if not sql:
+            self.fail(snode, f"{name}'s statement is empty")
+        expect = expect_span = None
+        if "expect" in fields:
+            ek, ev = fields["expect"]
+            expect = self.expectation(ev)
+            expect_span = self.span(ek, ev)
+        comment = self.text_of(fields["comment"][1], "comment").strip() if "comment" in fields else None
+        capture = None
+        if "capture" in fields:
+            cnode = fields["capture"][1]
+            capture = self.text_of(cnode, "capture")
+            if not capture.isidentifier():
+                self.fail(cnode, "capture must be a name (letters, digits, _)")
+        return Statement(
+            session=name,
+            sql=sql,
+            line=knode.start_mark.line + 1,
+            comment=comment,
+            expect=expect,
+            capture=capture,
+            span=self.span(node, node),
+            expect_span=expect_span,
+        )
+
+    def expectation(self, node: yaml.Node) -> Expectation:
+        if isinstance(node, yaml.ScalarNode) and node.value == "ok":
+            return Expectation(ok=True)
+        fields = self.mapping(node, "expect")
+        for k, (knode, _) in fields.items():
+            if k not in EXPECT_KEYS:
+                self.fail(knode, f"expect: unknown key '{k}' (expected {', '.join(sorted(EXPECT_KEYS))})")
+        values = {}
+        if "ok" in fields:
+            values["ok"] = self.bool_of(fields["ok"][1], "expect ok")
+        if "columns" in fields:
+            cnode = fields["columns"][1]
+            if not isinstance(cnode, yaml.SequenceNode):
+                self.fail(cnode, "expect columns must be a list of names")
+            values["columns"] = tuple(self.text_of(c, "a column name") for c in cnode.value)
+        if "rows" in fields:
+            values["rows"] = self.rows(fields["rows"][1], "expect rows")
+        if "affected" in fields:
+            values["affected"] = self.int_of(fields["affected"][1], "expect affected")
+        if "error" in fields:
+            enode = fields["error"][1]
+            try:
+                values["error"] = error_match(self.text_of(enode, "expect error"))
+            except (KeyError, ValueError):
+                # ValueError: text like '²' passes isdigit() but not int()
+                self.fail(enode, f"expect error: unknown error; use a number or one of {mysql_errors.known_spellings()}")
+        if "waits" in fields:
+            values["waits"] = self.bool_of(fields["waits"][1], "expect waits")
+        if "error" in values and ({"rows", "columns", "affected"} & values.keys() or values.get("ok")):
+            self.fail(node, "expect: an error cannot be expected together with rows, affected or ok")
+        return Expectation(**values)
+
+    def invariants(self, node: yaml.Node) -> tuple[Invariant, ...]:
+        if not isinstance(node, yaml.SequenceNode):
+            self.fail(node, "invariants must be a list of {name, sql, expect}")
+        out = []
+        for item in node.value:
+            fields = self.mapping(item, "an invariant")
+            for required in ("name", "sql", "expect"):
+                if required not in fields:
+                    self.fail(item, f"an invariant needs '{required}'")
+            self.only(fields, {"name", "sql", "expect", "holds"}, "an invariant")
+            holds = "always"
+            if "holds" in fields:
+                hnode = fields["holds"][1]
+                holds = self.text_of(hnode, "invariant holds").strip()
+                if holds not in INVARIANT_HOLDS:
+                    self.fail(hnode, f"invariant holds must be one of {', '.join(INVARIANT_HOLDS)}")
+            out.append(
+                Invariant(
+                    name=self.text_of(fields["name"][1], "invariant name").strip(),
+                    sql=self.text_of(fields["sql"][1], "invariant sql").strip(),
+                    expect=self.rows(fields["expect"][1], "invariant expect"),
+                    line=item.start_mark.line + 1,
+                    holds=holds,
+                )
+            )
+        return tuple(out)

@@ -1,0 +1,685 @@
+"""Many worker processes on one queue: a claim strategy under load, faults, and the invariants.
+
+Each worker is an OS process of its own (see claimers.py for what it runs) with its own
+connections. Processes come from a multiprocessing *forkserver*: a clean, single-threaded
+process that has imported the worker code once and forks each worker in milliseconds. Plain
+fork would copy this process's open MySQL sockets and threads into every worker; spawn (or a
+`python -m` subprocess) would pay a fresh interpreter and MySQLdb import per worker, seconds
+for a 16-worker bench step on two cores. Shared memory (counters, the commit locks a kill
+needs) passes to forkserver children as process arguments.
+
+The run happens in a scratch database `jqd_<random>` that is dropped at the end, also after
+an error or Ctrl-C; the worker processes are SIGKILLed first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import multiprocessing
+import os
+import random
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import claimers
+from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed, WorkerSpec
+from ..errors import ServerError, UsageError
+from .lifeline import RUN_PID_ENV
+from ..engine.owner import hold_for_life
+from ..scenario.model import ISOLATION_LEVELS
+from ..engine.scratch import ScratchDatabase
+from ..engine.server import ServerInfo
+from .stall import WorkersStuck, diagnose
+from .strategies import STRATEGIES
+
+ISOLATIONS = ("read-committed", "repeatable-read")
+MAX_WORKERS = 64
+MAX_JOBS = 1_000_000
+MAX_WORK_MS = 10_000
+MAX_LEASE_MS = 600_000
+INSERT_CHUNK = 5000
+READY_TIMEOUT_S = 30.0
+# A run with no completed job for this long is stuck (or the server is); long enough for
+# the slowest strategy at the largest --work-ms.
+STALL_S = 30.0
+PROGRESS_EVERY_S = 0.25
+TICK_S = 0.02
+# While a kill waits for a worker in its transaction, or for the server to drop the killed
+# worker's thread, tick this often. PROCESSLIST is built on each read (unlike InnoDB's cached
+# INNODB_TRX), so polling it this fast gives exact answers.
+NOTICE_POLL_S = 0.001
+NOTICE_TIMEOUT_S = 30.0
+# Kills land between 10 % and 60 % of the jobs, so there is work left for the others.
+KILL_WINDOW = (0.1, 0.6)
+
+# How `state` sorts in the (state, id) index. An ENUM sorts by its list: 'done' entries go
+# after every queued one, away from where claims lock. A VARCHAR sorts 'done' < 'queued', so
+# each completion inserts its ('done', id) entry into the gap in front of the queued entries,
+# which every claim under REPEATABLE READ gap-locks: the livelock docs/workers.md explains.
+STATE_TYPES = {
+    "done-last": "ENUM('queued', 'running', 'done')",
+    "done-first": "VARCHAR(8)",
+}
+
+
+def schema(state_order: str = "done-last") -> tuple[str, ...]:
+    return (
+        f"CREATE TABLE jobs (id INT PRIMARY KEY, state {STATE_TYPES[state_order]} NOT NULL DEFAULT 'queued',"
+        " worker INT NULL, lease_until DATETIME(6) NULL, token BIGINT NULL, KEY state_id (state, id)) ENGINE=InnoDB",
+        # The primary key on job_id is the check: a second completion of a job fails with 1062.
+        "CREATE TABLE completions (job_id INT PRIMARY KEY, worker INT NOT NULL) ENGINE=InnoDB",
+        # idem_key is NULL (no key) or the job id; NULLs never collide in a UNIQUE index. at_s is
+        # the worker's clock (time.time()) when it claimed the job: how soon a killed job ran again.
+        "CREATE TABLE effects (seq BIGINT AUTO_INCREMENT PRIMARY KEY, job_id INT NOT NULL,"
+        " worker INT NOT NULL, idem_key INT NULL, at_s DOUBLE NOT NULL DEFAULT 0, UNIQUE KEY (idem_key)) ENGINE=InnoDB",
+    )
+
+
+SCHEMA = schema()
+
+
+@dataclass(frozen=True)
+class WorkersConfig:
+    strategy: str = "skip-locked"
+    isolation: str = "repeatable-read"
+    workers: int = 4
+    jobs: int = 1000
+    batch: int = 1
+    work_ms: float = 1.0
+    kill: int = 0
+    idempotency_key: bool = False
+    state_order: str = "done-last"
+    lease_ms: float | None = None  # None: the strategy's default
+    stall_s: float = STALL_S
+
+    @property
+    def lease(self) -> float:
+        """The lease in ms for the lease strategies, 0 for the others."""
+        strategy = STRATEGIES[self.strategy]
+        if not strategy.lease:
+            return 0.0
+        return strategy.lease_ms if self.lease_ms is None else self.lease_ms
+
+
+def validate(config: WorkersConfig) -> None:
+    """Raise UsageError (one line) for values that cannot make a meaningful run."""
+    if config.strategy not in STRATEGIES:
+        raise UsageError(f"unknown strategy {config.strategy!r}: choose from {', '.join(STRATEGIES)}")
+    if config.isolation not in ISOLATIONS:
+        raise UsageError(f"unknown isolation {config.isolation!r}: choose from {', '.join(ISOLATIONS)}")
+    _in_range("workers", config.workers, 1, MAX_WORKERS)
+    _in_range("jobs", config.jobs, 1, MAX_JOBS)
+    _in_range("batch", config.batch, 1, min(MAX_BATCH, config.jobs))
+    _in_range("work-ms", config.work_ms, 0, MAX_WORK_MS)
+    if not 0 <= config.kill < config.workers:
+        raise UsageError(f"--kill must be from 0 to {config.workers - 1} so that a worker survives, got {config.kill}")
+    if config.kill and STRATEGIES[config.strategy].ceiling:
+        raise UsageError(f"{config.strategy} cannot take --kill: no other worker ever claims a killed worker's rows")
+    if config.state_order not in STATE_TYPES:
+        raise UsageError(f"unknown state order {config.state_order!r}: choose from {', '.join(STATE_TYPES)}")
+    if config.lease_ms is not None:
+        _in_range("lease-ms", config.lease_ms, 1, MAX_LEASE_MS)
+
+
+def _in_range(name: str, value: float, low: float, high: float) -> None:
+    if not (low <= value <= high) or (isinstance(value, float) and math.isnan(value)):
+        raise UsageError(f"--{name} must be from {low:,} to {high:,}, got {value:,}")
+
+
+# -- what the caller sees --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    index: int
+    state: str  # running, done, killed
+    completed: int
+    claims: int
+    empty: int
+    deadlocks: int
+    lock_timeouts: int
+    nowait_failures: int
+    retries: int
+    leases_lost: int = 0
+
+
+@dataclass(frozen=True)
+class Progress:
+    elapsed_s: float
+    completed: int
+    jobs: int
+    workers: list[WorkerView]
+    row_lock_waits: int
+    killed: int
+    row_lock_waits_scope: str = "server-wide"
+
+    @property
+    def jobs_per_s(self) -> float:
+        return self.completed / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+@dataclass
+class Kill:
+    worker: int
+    thread_id: int
+    at: float
+    held: tuple[int, ...]
+    noticed_ms: float | None = None
+    wall: float = field(default_factory=time.time)  # the workers' clock, to compare with effects.at_s
+
+
+@dataclass
+class WorkersSummary:
+    server: str
+    strategy: str
+    isolation: str
+    workers: int
+    jobs: int
+    batch: int
+    work_ms: float
+    completed: int
+    seconds: float
+    jobs_per_s: float
+    claim_ms_p50: float | None
+    claim_ms_p99: float | None
+    deadlocks: int
+    lock_wait_timeouts: int
+    nowait_failures: int
+    row_lock_waits: int
+    row_lock_waits_scope: str
+    empty_claims: int
+    retries: int
+    killed: int
+    notice_ms: list[float]
+    rerun_ms: list[float | None]
+    reclaimed: int
+    lost: int
+    duplicated: int
+    effects: int
+    external_duplicates: int
+    deduplicated: int
+    idempotency_key: bool
+    leases_lost: int
+    lease_ms: float
+    state_order: str
+    per_worker: list[WorkerView] = field(default_factory=list)
+
+    @property
+    def invariants_hold(self) -> bool:
+        return self.lost == 0 and self.duplicated == 0 and self.completed == self.jobs
+
+    @property
+    def verdict(self) -> str:
+        """One line that says whether the run kept its promises."""
+        if self.invariants_hold:
+            return "invariants hold: no job lost, none done twice"
+        return (
+            f"invariants violated: {self.lost} lost, {self.duplicated} second completion(s), "
+            f"{self.completed} of {self.jobs} completed"
+        )
+
+    def record(self) -> dict:
+        """The summary as flat JSON-ready values, per-worker rows included."""
+        out = asdict(self)
+        out["invariants_hold"] = self.invariants_hold
+        out["verdict"] = self.verdict
+        return out
+
+
+def percentile(values: list[float], share: float) -> float | None:
+    """Nearest-rank percentile, rounded to microseconds; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(share * len(ordered)))
+    return round(ordered[rank - 1], 3)
+
+
+# -- the scratch database ----------------------------------------------------------
+
+
+class Scratch:
+    """The run's scratch database and the control connection that sets up, watches and checks it."""
+
+    def __init__(self, server: ServerInfo):
+        self.server = server
+        # The workers' SQL is the tool's own: no per-run user to confine it.
+        self.database = ScratchDatabase(server, confine=False)
+        self.name = self.database.name
+        self.conn = None
+
+    def __enter__(self) -> Scratch:
+        self.database.open()
+        self.conn = self.database.conn
+        return self
+
+    def __exit__(self, exc_type, *exc_info: object) -> None:
+        # With the server gone there is nothing left to drop; keep the first error.
+        self.database.close(quiet=exc_type is not None)
+
+    def rows(self, sql: str) -> tuple:
+        return self.database.rows(sql)
+
+    def execute(self, sql: str) -> None:
+        self.rows(sql)
+
+    def value(self, sql: str) -> int:
+        return int(self.rows(sql)[0][-1] or 0)
+
+    def prepare(self, jobs: int, tables: tuple[str, ...] = SCHEMA) -> None:
+        self.execute(f"USE `{self.name}`")
+        for sql in tables:
+            self.execute(sql)
+        for first in range(1, jobs + 1, INSERT_CHUNK):
+            ids = range(first, min(first + INSERT_CHUNK, jobs + 1))
+            self.execute("INSERT INTO jobs (id) VALUES " + ",".join(f"({i})" for i in ids))
+
+    def row_lock_waits(self) -> int:
+        """The server-wide count of InnoDB row lock waits (includes other clients' waits)."""
+        return self.value("SHOW GLOBAL STATUS LIKE 'Innodb_row_lock_waits'")
+
+    def threads_present(self, thread_ids: list[int]) -> set[int]:
+        listed = ", ".join(str(int(t)) for t in thread_ids)
+        return {int(row[0]) for row in self.rows(f"SELECT ID FROM information_schema.PROCESSLIST WHERE ID IN ({listed})")}
+
+    def kill_threads(self, thread_ids: list[int]) -> None:
+        """End the workers' server sessions so none holds a lock that DROP DATABASE waits for."""
+        import MySQLdb
+
+        for thread in thread_ids:
+            with contextlib.suppress(MySQLdb.MySQLError):  # already gone
+                self.conn.query(f"KILL CONNECTION {int(thread)}".encode())
+
+
+@dataclass(frozen=True)
+class Check:
+    completed: int
+    lost: int
+    effects: int
+    external_duplicates: int
+    reclaimed: int
+    rerun_ms: list[float | None]
+
+
+def check(scratch: Scratch, kills: list[Kill]) -> Check:
+    """The invariants, read from the database after every worker has stopped."""
+    effects = scratch.value("SELECT COUNT(*) FROM effects")
+    return Check(
+        completed=scratch.value("SELECT COUNT(*) FROM completions"),
+        lost=scratch.value(
+            "SELECT COUNT(*) FROM jobs j LEFT JOIN completions c ON c.job_id = j.id"
+            " WHERE j.state <> 'done' OR c.job_id IS NULL"
+        ),
+        effects=effects,
+        external_duplicates=effects - scratch.value("SELECT COUNT(DISTINCT job_id) FROM effects"),
+        reclaimed=sum(_reclaimed(scratch, kill) for kill in kills),
+        rerun_ms=[_rerun_ms(scratch, kill) for kill in kills],
+    )
+
+
+def _rerun_ms(scratch: Scratch, kill: Kill) -> float | None:
+    """From a kill to the first time another worker claimed (and so ran) a job it held."""
+    if not kill.held:
+        return None
+    listed = ", ".join(str(j) for j in kill.held)
+    first = scratch.rows(f"SELECT MIN(at_s) FROM effects WHERE job_id IN ({listed}) AND worker <> {kill.worker}")
+    return None if not first or first[0][0] is None else round((float(first[0][0]) - kill.wall) * 1000, 1)
+
+
+def _reclaimed(scratch: Scratch, kill: Kill) -> int:
+    """How many of the jobs a killed worker held were completed by another worker."""
+    if not kill.held:
+        return 0
+    listed = ", ".join(str(j) for j in kill.held)
+    return scratch.value(f"SELECT COUNT(*) FROM completions WHERE job_id IN ({listed}) AND worker <> {kill.worker}")
+
+
+# -- the worker processes ------------------------------------------------------------
+
+
+VIEW_FIELDS = (
+    Field.COMPLETED, Field.CLAIMS, Field.EMPTY, Field.DEADLOCKS, Field.LOCK_TIMEOUTS, Field.NOWAIT_FAILURES, Field.RETRIES,
+    Field.LEASES_LOST,
+)
+_GONE = object()  # a worker's pipe closed with no message: the process died
+
+
+def _context():
+    import multiprocessing.util
+
+    # The forkserver's socket lives in this pymp-* folder, left behind if we are SIGKILLed:
+    # the marker lets a later run's sweep tell it from live ones (and from other programs').
+    hold_for_life(Path(multiprocessing.util.get_temp_dir()))
+    ctx = multiprocessing.get_context("forkserver")
+    # The forkserver starts once per process and reads this then; see lifeline.py.
+    os.environ[RUN_PID_ENV] = str(os.getpid())
+    ctx.set_forkserver_preload(["jobqueue_demo.workers.forkserver_lifeline", "__main__", "jobqueue_demo.workers.claimers"])
+    return ctx
+
+
+class Crew:
+    """The worker processes of one run and their shared memory."""
+
+    def __init__(self, workers: int):
+        ctx = _context()
+        self.ctx = ctx
+        self.size = workers
+        self.shared = Shared(
+            counters=ctx.RawArray("q", workers * claimers.N_FIELDS),
+            last_commit=ctx.RawArray("d", workers),
+            held=ctx.RawArray("q", workers * MAX_BATCH),
+            commit_locks=[ctx.Lock() for _ in range(workers)],
+            ready=ctx.Semaphore(0),
+            go=ctx.Event(),
+        )
+        self.processes: list = []
+        self.pipes: list = []
+        self.states = ["running"] * workers
+        self.claim_ms: list[float] = []
+
+    def start(self, specs: list[WorkerSpec]) -> None:
+        for spec in specs:
+            reader, writer = self.ctx.Pipe(duplex=False)
+            process = self.ctx.Process(target=claimers.worker_main, args=(spec, self.shared, writer), daemon=True)
+            process.start()
+            writer.close()
+            self.processes.append(process)
+            self.pipes.append(reader)
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        for _ in range(self.size):
+            while not self.shared.ready.acquire(timeout=0.1):
+                self.reap()
+                if time.monotonic() > deadline:
+                    raise ServerError(f"the workers did not connect within {READY_TIMEOUT_S:.0f} s")
+
+    def go(self) -> float:
+        started = time.monotonic()
+        self.shared.go.set()
+        return started
+
+    def counter(self, index: int, which: Field) -> int:
+        return self.shared.counters[index * claimers.N_FIELDS + which]
+
+    def total(self, which: Field) -> int:
+        return sum(self.counter(i, which) for i in range(self.size))
+
+    def thread_ids(self) -> list[int]:
+        return [t for t in (self.counter(i, Field.THREAD_ID) for i in range(self.size)) if t]
+
+    @property
+    def running(self) -> bool:
+        return "running" in self.states
+
+    def reap(self) -> None:
+        """Collect finished workers' results; a worker's failure becomes this run's error."""
+        for index, process in enumerate(self.processes):
+            if self.states[index] != "running":
+                continue
+            message = self._message(index)
+            if isinstance(message, WorkerFailed):
+                raise ServerError(message.message)
+            if isinstance(message, WorkerDone):
+                self.claim_ms.extend(message.claim_ms)
+                self.states[index] = "done"
+            elif message is _GONE:
+                process.join()
+                raise ServerError(f"worker {index} died without a word (exit code {process.exitcode})")
+
+    def _message(self, index: int):
+        pipe = self.pipes[index]
+        try:
+            return pipe.recv() if pipe.poll() else None
+        except EOFError:
+            return _GONE
+
+    def in_transaction(self) -> list[int]:
+        return [
+            i for i in range(self.size) if self.states[i] == "running" and self.counter(i, Field.PHASE) == Phase.IN_TXN
+        ]
+
+    def kill(self, index: int) -> Kill | None:
+        """SIGKILL a worker that holds claimed rows, before it can commit them; None if it no longer does."""
+        lock = self.shared.commit_locks[index]
+        if not lock.acquire(timeout=0.05):
+            return None
+        try:
+            if self.counter(index, Field.PHASE) != Phase.IN_TXN:
+                return None
+            held = self.counter(index, Field.HELD)
+            start = index * MAX_BATCH
+            thread = self.counter(index, Field.THREAD_ID)
+            kill = Kill(index, thread, time.monotonic(), tuple(self.shared.held[start : start + held]))
+            os.kill(self.processes[index].pid, signal.SIGKILL)
+            self.processes[index].join()
+            self.states[index] = "killed"
+            return kill
+        finally:
+            lock.release()
+
+    def stop(self) -> None:
+        """SIGKILL whatever still runs; nothing outlives the run."""
+        for process in self.processes:
+            if process.exitcode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGKILL)
+        for process in self.processes:
+            process.join()
+        for pipe in self.pipes:
+            pipe.close()
+
+    def views(self) -> list[WorkerView]:
+        return [self._view(i) for i in range(self.size)]
+
+    def _view(self, i: int) -> WorkerView:
+        return WorkerView(i, self.states[i], *(self.counter(i, which) for which in VIEW_FIELDS))
+
+
+# -- kills -----------------------------------------------------------------------------
+
+
+class Killer:
+    """Kills `count` workers mid-transaction at random points of the run and times the server's notice."""
+
+    def __init__(self, count: int, jobs: int, rng: random.Random):
+        low, high = KILL_WINDOW
+        self.thresholds = sorted(rng.uniform(low, high) * jobs for _ in range(count))
+        self.rng = rng
+        self.kills: list[Kill] = []
+
+    @property
+    def pending(self) -> list[Kill]:
+        return [k for k in self.kills if k.noticed_ms is None]
+
+    def due(self, completed: int) -> bool:
+        return len(self.kills) < len(self.thresholds) and completed >= self.thresholds[len(self.kills)]
+
+    def busy(self, completed: int) -> bool:
+        """Whether a kill waits for a worker in its transaction, or for the server's notice."""
+        return self.due(completed) or bool(self.pending)
+
+    def step(self, crew: Crew, scratch: Scratch, completed: int) -> None:
+        if self.due(completed):
+            candidates = crew.in_transaction()
+            if candidates:
+                kill = crew.kill(self.rng.choice(candidates))
+                if kill is not None:
+                    self.kills.append(kill)
+        if self.pending:
+            self.notice(scratch)
+
+    def notice(self, scratch: Scratch) -> None:
+        pending = self.pending
+        present = scratch.threads_present([k.thread_id for k in pending])
+        now = time.monotonic()
+        for kill in pending:
+            if kill.thread_id not in present:
+                kill.noticed_ms = round((now - kill.at) * 1000, 3)
+
+    def wait_for_notice(self, scratch: Scratch) -> None:
+        deadline = time.monotonic() + NOTICE_TIMEOUT_S
+        while self.pending:
+            if time.monotonic() > deadline:
+                raise ServerError(f"the server still lists a killed worker's connection after {NOTICE_TIMEOUT_S:.0f} s")
+            self.notice(scratch)
+            time.sleep(NOTICE_POLL_S)
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+def run_workers(config: WorkersConfig, server: ServerInfo, on_progress: ProgressCallback | None = None) -> WorkersSummary:
+    """Run the workers to the end in a scratch database and return the checked summary.
+
+    Raises WorkersStuck, with the server's waits-for picture, when no job completes for
+    `config.stall_s`.
+    """
+    validate(config)
+    with Scratch(server) as scratch:
+        scratch.prepare(config.jobs, schema(config.state_order))
+        crew = Crew(config.workers)
+        try:
+            return _run(config, server, scratch, crew, on_progress)
+        finally:
+            crew.stop()
+            scratch.kill_threads(crew.thread_ids())
+
+
+def _run(config: WorkersConfig, server: ServerInfo, scratch: Scratch, crew: Crew, on_progress) -> WorkersSummary:
+    crew.start(_specs(config, server, scratch.name))
+    crew.wait_ready()
+    waits_before = scratch.row_lock_waits()
+    killer = Killer(config.kill, config.jobs, random.Random())
+    started = crew.go()
+    _supervise(crew, scratch, killer, _Watch(config, started, waits_before, on_progress))
+    killer.wait_for_notice(scratch)
+    ended = max(crew.shared.last_commit, default=started)
+    waits = scratch.row_lock_waits() - waits_before
+    return _summary(config, server, crew, check(scratch, killer.kills), killer.kills, max(ended - started, 1e-9), waits)
+
+
+def row_lock_waits_scope(server: ServerInfo) -> str:
+    """Innodb_row_lock_waits is a global counter: exact on a private server, server-wide otherwise."""
+    return "this run" if server.embedded else "server-wide"
+
+
+def _specs(config: WorkersConfig, server: ServerInfo, database: str) -> list[WorkerSpec]:
+    isolation = f"SET SESSION {server.isolation_variable} = '{ISOLATION_LEVELS[config.isolation]}'"
+    return [
+        WorkerSpec(
+            index=i,
+            params=server.params,
+            database=database,
+            strategy=config.strategy,
+            session_sql=(isolation,),
+            batch=config.batch,
+            work_ms=config.work_ms,
+            idempotency_key=config.idempotency_key,
+            workers=config.workers,
+            jobs=config.jobs,
+            lease_ms=config.lease,
+        )
+        for i in range(config.workers)
+    ]
+
+
+@dataclass
+class _Watch:
+    """What the supervising loop tracks between ticks."""
+
+    config: WorkersConfig
+    started: float
+    waits_before: int
+    on_progress: ProgressCallback | None
+    last_report: float = 0.0
+    last_completed: int = 0
+    last_change: float = 0.0
+
+
+def _supervise(crew: Crew, scratch: Scratch, killer: Killer, watch: _Watch) -> None:
+    watch.last_change = watch.started
+    while crew.running:
+        crew.reap()
+        completed = crew.total(Field.COMPLETED)
+        killer.step(crew, scratch, completed)
+        now = time.monotonic()
+        if completed != watch.last_completed:
+            watch.last_completed, watch.last_change = completed, now
+        elif now - watch.last_change > watch.config.stall_s:
+            raise WorkersStuck(
+                f"no job completed for {watch.config.stall_s:g} s ({completed} of {watch.config.jobs} done)",
+                diagnose(scratch, _worker_threads(crew)),
+            )
+        if watch.on_progress is not None and now - watch.last_report >= PROGRESS_EVERY_S:
+            watch.on_progress(_progress(crew, scratch, killer, watch, now))
+            watch.last_report = now
+        time.sleep(NOTICE_POLL_S if killer.busy(completed) else TICK_S)
+
+
+def _progress(crew: Crew, scratch: Scratch, killer: Killer, watch: _Watch, now: float) -> Progress:
+    return Progress(
+        elapsed_s=now - watch.started,
+        completed=crew.total(Field.COMPLETED),
+        jobs=watch.config.jobs,
+        workers=crew.views(),
+        row_lock_waits=scratch.row_lock_waits() - watch.waits_before,
+        killed=len(killer.kills),
+        row_lock_waits_scope=row_lock_waits_scope(scratch.server),
+    )
+
+
+def _worker_threads(crew: Crew) -> dict[int, int]:
+    """Server thread id -> worker index, for the workers that still run."""
+    return {
+        crew.counter(i, Field.THREAD_ID): i
+        for i in range(crew.size)
+        if crew.states[i] == "running" and crew.counter(i, Field.THREAD_ID)
+    }
+
+
+def _summary(
+    config: WorkersConfig, server: ServerInfo, crew: Crew, checked: Check, kills: list[Kill], seconds: float, waits: int
+) -> WorkersSummary:
+    return WorkersSummary(
+        server=server.label,
+        strategy=config.strategy,
+        isolation=config.isolation,
+        workers=config.workers,
+        jobs=config.jobs,
+        batch=config.batch,
+        work_ms=config.work_ms,
+        completed=checked.completed,
+        seconds=round(seconds, 4),
+        jobs_per_s=round(checked.completed / seconds, 1),
+        claim_ms_p50=percentile(crew.claim_ms, 0.50),
+        claim_ms_p99=percentile(crew.claim_ms, 0.99),
+        deadlocks=crew.total(Field.DEADLOCKS),
+        lock_wait_timeouts=crew.total(Field.LOCK_TIMEOUTS),
+        nowait_failures=crew.total(Field.NOWAIT_FAILURES),
+        row_lock_waits=waits,
+        row_lock_waits_scope=row_lock_waits_scope(server),
+        empty_claims=crew.total(Field.EMPTY),
+        retries=crew.total(Field.RETRIES),
+        killed=len(kills),
+        notice_ms=[k.noticed_ms for k in kills],
+        rerun_ms=checked.rerun_ms,
+        reclaimed=checked.reclaimed,
+        lost=checked.lost,
+        duplicated=crew.total(Field.DUPLICATED),
+        effects=checked.effects,
+        external_duplicates=checked.external_duplicates,
+        deduplicated=crew.total(Field.DEDUPLICATED),
+        idempotency_key=config.idempotency_key,
+        leases_lost=crew.total(Field.LEASES_LOST),
+        lease_ms=config.lease,
+        state_order=config.state_order,
+        per_worker=crew.views(),
+    )
