@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from urllib.parse import unquote, urlsplit
 
 from jobqueue_demo.errors import ServerError, StartFailed, UnusableTemplate, UsageError
+from jobqueue_demo.engine.dialect import MySqlDialect
 from jobqueue_demo.engine.owner import hold
 
 if TYPE_CHECKING:
@@ -235,12 +236,8 @@ class ServerInfo:
         return "embedded throwaway server" if self.embedded else self.params.display()
 
     @property
-    def isolation_variable(self) -> str:
-        """MariaDB before 11.1 names it tx_isolation; MySQL 8 and MariaDB 11.1+ transaction_isolation."""
-        major_minor = tuple(int(p) for p in self.version.split(".")[:2])
-        if self.flavor == "MariaDB" and major_minor < (11, 1):
-            return "tx_isolation"
-        return "transaction_isolation"
+    def dialect(self) -> MySqlDialect:
+        return MySqlDialect(self.flavor, self.version)
 
 
 _MARIADB_VERSION = re.compile(r"(\d+\.\d+\.\d+)-MariaDB", re.IGNORECASE)
@@ -698,7 +695,8 @@ class EmbeddedServer:
             # A damaged cache (a truncated or overwritten file, files removed) would fail
             # every later run the same way; a fresh template is a few seconds.
             _log.warning("jobqueue-demo: %s; rebuilding the cached server template once", exc)
-            self._start_from(lambda: rebuild_template(binary, exc.inode))
+            inode = exc.inode
+            self._start_from(lambda: rebuild_template(binary, inode))
 
     def _start_from(self, get_template: Callable[[], Template]) -> None:
         template = get_template()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import multiprocessing
 import os
 import random
 import signal
@@ -30,7 +29,6 @@ from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed,
 from ..errors import ServerError, UsageError
 from .lifeline import RUN_PID_ENV
 from ..engine.owner import hold_for_life
-from ..scenario.model import ISOLATION_LEVELS
 from ..engine.scratch import ScratchDatabase
 from ..engine.server import ServerInfo
 from .stall import WorkersStuck, diagnose
@@ -292,7 +290,7 @@ class Scratch:
 
         for thread in thread_ids:
             with contextlib.suppress(MySQLdb.MySQLError):  # already gone
-                self.conn.query(f"KILL CONNECTION {int(thread)}".encode())
+                self.conn.query(self.server.dialect.kill_connection(thread).encode())
 
 
 @dataclass(frozen=True)
@@ -572,7 +570,7 @@ def row_lock_waits_scope(server: ServerInfo) -> str:
 
 
 def _specs(config: WorkersConfig, server: ServerInfo, database: str) -> list[WorkerSpec]:
-    isolation = f"SET SESSION {server.isolation_variable} = '{ISOLATION_LEVELS[config.isolation]}'"
+    isolation = server.dialect.set_session([server.dialect.isolation_setting(config.isolation)])
     return [
         WorkerSpec(
             index=i,
