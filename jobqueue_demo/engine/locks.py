@@ -8,6 +8,7 @@ metadata_lock_info plugin is loaded (the embedded server loads it).
 
 from __future__ import annotations
 
+from .scratch import literal
 from .waits import WaitMonitor, metadata_lock_info_active
 
 COLUMNS = ("session", "table", "index", "mode", "record", "status")
@@ -73,7 +74,7 @@ def _mariadb_metadata_locks(monitor, schema: str, names) -> list[tuple] | None:
         return None
     rows = monitor.rows(
         "SELECT THREAD_ID, TABLE_NAME, LOCK_MODE FROM information_schema.METADATA_LOCK_INFO "
-        f"WHERE TABLE_SCHEMA = '{_quote(schema)}' AND TABLE_NAME <> '' AND THREAD_ID IN ({_ids(names)})",
+        f"WHERE TABLE_SCHEMA = {literal(schema)} AND TABLE_NAME <> '' AND THREAD_ID IN ({_ids(names)})",
     )
     return [(names[int(tid)], _text(table), "(metadata)", _text(mode), None, "granted") for tid, table, mode in rows]
 
@@ -91,7 +92,7 @@ def _mysql_metadata_locks(monitor, schema: str, names) -> list[tuple]:
     rows = monitor.rows(
         "SELECT t.PROCESSLIST_ID, m.OBJECT_NAME, '(metadata)', m.LOCK_TYPE, NULL, m.LOCK_STATUS "
         "FROM performance_schema.metadata_locks m JOIN performance_schema.threads t ON t.THREAD_ID = m.OWNER_THREAD_ID "
-        f"WHERE m.OBJECT_SCHEMA = '{_quote(schema)}' AND t.PROCESSLIST_ID IN ({_ids(names)})",
+        f"WHERE m.OBJECT_SCHEMA = {literal(schema)} AND t.PROCESSLIST_ID IN ({_ids(names)})",
     )
     return [_mysql_row(names, r) for r in rows]
 
@@ -104,6 +105,3 @@ def _mysql_row(names, row) -> tuple:
 def _table(name: str | None) -> str | None:
     return name.split(".")[-1].strip("`") if name else name
 
-
-def _quote(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("'", "''")

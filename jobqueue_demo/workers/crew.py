@@ -220,7 +220,7 @@ class WorkersSummary:
             f"{self.completed} of {self.jobs} completed"
         )
 
-    def record(self) -> dict:
+    def as_dict(self) -> dict:
         """The summary as flat JSON-ready values, per-worker rows included."""
         out = asdict(self)
         out["invariants_hold"] = self.invariants_hold
@@ -294,7 +294,7 @@ class Scratch:
 
 
 @dataclass(frozen=True)
-class Check:
+class QueueCheck:
     completed: int
     lost: int
     effects: int
@@ -303,10 +303,10 @@ class Check:
     rerun_ms: list[float | None]
 
 
-def check(scratch: Scratch, kills: list[Kill]) -> Check:
+def check(scratch: Scratch, kills: list[Kill]) -> QueueCheck:
     """The invariants, read from the database after every worker has stopped."""
     effects = scratch.value("SELECT COUNT(*) FROM effects")
-    return Check(
+    return QueueCheck(
         completed=scratch.value("SELECT COUNT(*) FROM completions"),
         lost=scratch.value(
             "SELECT COUNT(*) FROM jobs j LEFT JOIN completions c ON c.job_id = j.id"
@@ -644,7 +644,7 @@ def _worker_threads(crew: Crew) -> dict[int, int]:
 
 
 def _summary(
-    config: WorkersConfig, server: ServerInfo, crew: Crew, checked: Check, kills: list[Kill], seconds: float, waits: int
+    config: WorkersConfig, server: ServerInfo, crew: Crew, checked: QueueCheck, kills: list[Kill], seconds: float, waits: int
 ) -> WorkersSummary:
     return WorkersSummary(
         server=server.label,
