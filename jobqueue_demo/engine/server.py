@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import hashlib
 import json
-import logging
 import math
 import os
 import re
@@ -306,6 +304,8 @@ class ServerBinary:
     def template_key(self) -> str:
         # The whole --version text, not just the number, so a rebuilt package
         # of the same version still gets a data directory of its own.
+        import hashlib  # here, not at the top: a --dsn run never needs it (start-up, see bench/)
+
         digest = hashlib.sha256(self.version_text.encode()).hexdigest()[:12]
         return f"{self.flavor.lower()}-{self.version}-{digest}"
 
@@ -317,9 +317,6 @@ class Template:
     plugin_dir: str | None
     # Of the template's folder: tells a rebuilt template from the one that failed.
     inode: int = 0
-
-
-_log = logging.getLogger(__name__)
 
 
 def find_server_binary() -> ServerBinary:
@@ -694,7 +691,9 @@ class EmbeddedServer:
         except UnusableTemplate as exc:
             # A damaged cache (a truncated or overwritten file, files removed) would fail
             # every later run the same way; a fresh template is a few seconds.
-            _log.warning("jobqueue-demo: %s; rebuilding the cached server template once", exc)
+            import logging  # only a damaged template is logged; a --dsn run never imports it
+
+            logging.getLogger(__name__).warning("jobqueue-demo: %s; rebuilding the cached server template once", exc)
             inode = exc.inode
             self._start_from(lambda: rebuild_template(binary, inode))
 
