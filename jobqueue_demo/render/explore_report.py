@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from ..explore.advice import honest_events
+from ..run.verify import flow
 from .transcript import NOTE, Line, TranscriptWriter, event_lines, result_lines
 
 OUTCOME_WORDS = {
@@ -97,7 +98,7 @@ def _what(finding) -> str:
 def _rows_text(rows) -> str:
     if not rows:
         return "no rows"
-    return ", ".join("[" + ", ".join("NULL" if v is None else v for v in row) + "]" for row in rows)
+    return ", ".join(flow(row) for row in rows)
 
 
 def as_dict(report) -> dict:
