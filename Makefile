@@ -41,6 +41,7 @@ test-packages:
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; } || echo "chromium not installed: the page screenshot test will skip"
 
 test: install test-packages
+	$(VENV)/bin/ruff check jobqueue_demo tests bench
 	$(VENV)/bin/pytest -q
 
 bench: install

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from jobqueue_demo import api as core  # noqa: E402
-from jobqueue_demo.explore.search import ExploreOptions, Space, Worker, explore  # noqa: E402
+from jobqueue_demo.explore.search import ExploreOptions, Space, ScheduleRunner, explore  # noqa: E402
 from jobqueue_demo.run.driver import Run  # noqa: E402
 from jobqueue_demo.engine.server import open_server  # noqa: E402
 
@@ -50,7 +50,7 @@ def explore_rate(scenario, server, **options) -> float:
 
 def reset_ms(scenario, server, statement: str | None) -> float:
     """One reset of the tables after setup: the snapshot restore, or `statement` with {db}."""
-    with Worker(Space(scenario, ()), server, ExploreOptions()) as worker:
+    with ScheduleRunner(Space(scenario, ()), server, ExploreOptions()) as worker:
         control = worker.driver.control
         sql = statement.format(db=worker.driver.database) if statement else None
         started = time.perf_counter()

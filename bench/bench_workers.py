@@ -105,7 +105,7 @@ def main() -> None:
                 config = SweepConfig(strategies=strategies, workers=args.workers_list, jobs=args.jobs, work_ms=work_ms,
                                      repeat=args.repeat)
                 result = sweep(config, server)
-                results[f"{where} {work_ms:g} ms"] = result.record()
+                results[f"{where} {work_ms:g} ms"] = result.as_dict()
                 report(where, result)
             if dsn is not None and args.kill:
                 results["kills"] = kill_comparison(server, args)

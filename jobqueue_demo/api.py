@@ -8,7 +8,7 @@ from collections.abc import Callable
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 
-from .errors import RecordError, ScenarioError, StuckError, StuckRun, UsageError
+from .errors import RecordError, ScenarioError, StuckError, StuckRun
 from .scenario.loader import load_scenario, scenario_from_text
 from .scenario.model import Scenario
 

@@ -46,6 +46,16 @@ def server(request):
     return request.getfixturevalue(request.param)
 
 
+def run_cli(*args: str):
+    """The CLI inside this process (typer's CliRunner), for the shape of its output: where no
+    pty, signal or exit code of a real process matters. Has .exit_code, .stdout, .stderr."""
+    from typer.testing import CliRunner
+
+    from jobqueue_demo.cli.main import app
+
+    return CliRunner().invoke(app, list(args), env={"NO_COLOR": "1"})
+
+
 def cli(*args: str, env: dict | None = None, timeout: float = 120, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """The installed command as a user runs it, with colour off unless a test asks."""
     full_env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"}

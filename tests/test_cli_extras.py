@@ -8,7 +8,7 @@ import json
 import re
 import tomllib
 
-from conftest import ROOT, cli, dsn_env
+from conftest import ROOT, cli, dsn_env, run_cli
 from jobqueue_demo import __version__
 from jobqueue_demo import api as core
 
@@ -29,25 +29,27 @@ def test_license_is_an_spdx_string_for_setuptools_77():
     assert "setuptools>=77" in project["build-system"]["requires"]
 
 
-def test_show_gives_a_lesson_at_a_glance(tmp_path):
-    done = cli("show", "nowait", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+def test_show_gives_a_lesson_at_a_glance(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    done = run_cli("show", "nowait")
+    assert done.exit_code == 0, done.stderr
     scenario = core.load("nowait")
     out = done.stdout
     assert out.startswith(scenario.title + "\n") and scenario.summary in out
     assert "sessions: A, B" in out and "what it proves:\n  NOWAIT turns a wait into an error" in out
     assert re.search(r"expected outcome:\n  step 5, B> SELECT .* -> error lock-not-available", out)
     assert "explore variant: none" in out and f"verified: {scenario.verified}" in out
-    seed = cli("show", "skip-locked", cwd=tmp_path).stdout
+    seed = run_cli("show", "skip-locked").stdout
     assert "explore variant: skip-locked-explore (jobqueue-demo explore skip-locked-explore)" in seed
     assert "-> without waiting, columns [id, task], rows [[2, generate invoice]]" in seed
-    variant = cli("show", "skip-locked-explore", cwd=tmp_path).stdout
+    variant = run_cli("show", "skip-locked-explore").stdout
     assert "explore variant of: skip-locked" in variant and "invariants: no job done twice;" in variant
 
 
-def test_show_source_prints_the_yaml_as_shipped(tmp_path):
-    done = cli("show", "outbox", "--source", cwd=tmp_path)
-    assert done.returncode == 0 and done.stdout == (ROOT / "scenarios" / "outbox.yaml").read_text()
+def test_show_source_prints_the_yaml_as_shipped(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    done = run_cli("show", "outbox", "--source")
+    assert done.exit_code == 0 and done.stdout == (ROOT / "scenarios" / "outbox.yaml").read_text()
 
 
 def teaching_order_in_docs() -> list[str]:
@@ -58,8 +60,9 @@ def teaching_order_in_docs() -> list[str]:
     return names
 
 
-def test_lessons_are_listed_in_teaching_order_with_explore_variants_marked(tmp_path):
-    out = cli("lessons", cwd=tmp_path).stdout
+def test_lessons_are_listed_in_teaching_order_with_explore_variants_marked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = run_cli("lessons").stdout
     listed = [line.split()[0] for line in out.splitlines() if line and not line.startswith((" ", "--"))]
     order = teaching_order_in_docs()
     shipped = {p.stem for p in (ROOT / "scenarios").glob("*.yaml") if not p.stem.endswith("-explore")}

@@ -291,7 +291,7 @@ def test_a_stall_is_diagnosed_from_the_servers_lock_waits(server):
     assert wait.mode.startswith("X") and "UPDATE jobs SET state = 'done'" in wait.statement
     (line,) = diagnosis.lines()
     assert "worker 1" in line and "held (X) by worker 0" in line
-    assert diagnosis.record()["waits"][0]["index"] == "PRIMARY"
+    assert diagnosis.as_dict()["waits"][0]["index"] == "PRIMARY"
 
 
 def _diagnosis_once_waiting(scratch, threads):

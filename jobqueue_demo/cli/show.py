@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .main import app
+from .shared import app
 
 
 @app.command()

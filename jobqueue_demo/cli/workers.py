@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from typing import Optional
 
 import typer
 
 from ..workers.strategies import REGISTRY
-from .main import DSN_HELP, app
+from .shared import Dsn, app, say
 from ..errors import EXIT_MISMATCH
 
 STRATEGY_HELP = (
@@ -29,10 +28,6 @@ ISOLATION_HELP = "Isolation level of every worker: read-committed or repeatable-
 WORK_HELP = "Simulated work per claim, in milliseconds: inside the claim transaction, except for the lease strategies."
 BATCH_HELP = "Jobs claimed per transaction."
 NO_PLOT = "matplotlib is not installed (pip install 'jobqueue-demo[plot]'): the table alone was written"
-
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def _consoles():
@@ -57,7 +52,7 @@ def workers_command(
     lease_ms: Optional[float] = typer.Option(None, "--lease-ms", help=LEASE_HELP, show_default=False),
     state_order: str = typer.Option("done-last", "--state-order", help=STATE_ORDER_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON line instead of a table."),
-    dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
+    dsn: Dsn = None,
 ) -> None:
     """Run worker processes on a job queue with one claim strategy and check the result.
 
@@ -83,7 +78,7 @@ def workers_command(
     validate(config)
     out, err = _consoles()
     with core.server(dsn) as server:
-        _say(
+        say(
             f"-- workers: {strategy}, {workers} worker(s), {jobs} job(s), {isolation} "
             f"on {server.label} ({server.where})"
         )
@@ -108,17 +103,17 @@ def _run_live(config, server, err):
 def _report_stuck(stuck, as_json: bool) -> None:
     """The server's waits-for picture, before the one-line error the CLI prints."""
     if as_json:
-        print(json.dumps({"stuck": str(stuck), "diagnosis": stuck.diagnosis.record()}))
-    _say(f"-- {stuck}; what the workers wait for:")
+        print(json.dumps({"stuck": str(stuck), "diagnosis": stuck.diagnosis.as_dict()}))
+    say(f"-- {stuck}; what the workers wait for:")
     for line in stuck.diagnosis.lines():
-        _say(f"--   {line}")
+        say(f"--   {line}")
 
 
 def _report(summary, out, as_json: bool) -> None:
     """The per-worker table, the summary and the verdict (stderr under --json, which keeps stdout one line)."""
     if as_json:
-        print(json.dumps(summary.record()))
-        _say(f"-- {summary.verdict}")
+        print(json.dumps(summary.as_dict()))
+        say(f"-- {summary.verdict}")
         return
     from ..render.live import summary_table, worker_table
 
@@ -149,7 +144,7 @@ def bench_command(
     repeat: int = typer.Option(1, "--repeat", help="Runs per step; the median run is reported."),
     plot: str = typer.Option("workers-bench.png", "--plot", help="Where to write the plot (.png or .svg); '' for none."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as one JSON line instead of a table."),
-    dsn: Optional[str] = typer.Option(None, "--dsn", help=DSN_HELP, show_default=False),
+    dsn: Dsn = None,
 ) -> None:
     """Sweep claim strategies x workers x isolation, next to the same-run ceiling.
 
@@ -184,11 +179,11 @@ def bench_command(
     validate_sweep(config)
     _, err = _consoles()
     with core.server(dsn) as server:
-        _say(f"-- bench on {server.label} ({server.where}): {config.runs} runs")
+        say(f"-- bench on {server.label} ({server.where}): {config.runs} runs")
         result = _sweep_with_progress(config, server, err, as_json)
     plotted = bool(plot) and write_plot(result, plot)
     if as_json:
-        print(json.dumps({**result.record(), "plot": plot if plotted else None}))
+        print(json.dumps({**result.as_dict(), "plot": plot if plotted else None}))
         return
     from ..render.live import bench_table
 
@@ -219,14 +214,14 @@ def _step_printer(total: int):
     def show(done: int, label: str) -> None:
         if done:
             left = (time.monotonic() - started) / done * (total - done)
-            _say(f"-- {done} of {total}, about {left:.0f} s left")
+            say(f"-- {done} of {total}, about {left:.0f} s left")
 
     return show
 
 
 def _row_printer():
     def show(row) -> None:
-        _say(f"-- {row.run.isolation} {row.run.strategy} x{row.run.workers}: {row.run.jobs_per_s:,.0f} jobs/s")
+        say(f"-- {row.run.isolation} {row.run.strategy} x{row.run.workers}: {row.run.jobs_per_s:,.0f} jobs/s")
 
     return show
 

@@ -16,7 +16,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from .waits import THREAD_ID, _s
+from .control import text
+from .waits import THREAD_ID
 
 SECTION = re.compile(r"^-+\nLATEST DETECTED DEADLOCK\n-+\n(.*?)(?=^-+\n[A-Z][A-Z /]*\n-+\n|\Z)", re.MULTILINE | re.DOTALL)
 TRANSACTION = re.compile(r"^\*\*\* \((\d+)\) TRANSACTION:\n", re.MULTILINE)
@@ -252,7 +253,7 @@ def read_deadlock(monitor, database: str, sessions: Mapping[int, str], victim: i
     (thread id -> session); None when the server's latest deadlock is another one (on a
     shared server, another client's) or its text cannot be read."""
     rows = monitor.rows("SHOW ENGINE INNODB STATUS")
-    found = latest_deadlock(_s(rows[0][2]) if rows else "", _key_types(monitor, database))
+    found = latest_deadlock(text(rows[0][2]) if rows else "", _key_types(monitor, database))
     if found is None or found.party(found.victim) is None or found.party(found.victim).thread_id != victim:
         return None
     return found.named(sessions)
@@ -268,9 +269,9 @@ def _key_types(monitor, database: str) -> dict[tuple[str, str], str]:
         f"WHERE TABLE_SCHEMA = '{escaped}' AND SEQ_IN_INDEX = 1"
     )
     types = {
-        (_s(t), _s(c)): _s(k)
+        (text(t), text(c)): text(k)
         for t, c, k in monitor.rows(
             f"SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{escaped}'"
         )
     }
-    return {(_s(t), _s(i)): types.get((_s(t), _s(c)), "") for t, i, c in firsts}
+    return {(text(t), text(i)): types.get((text(t), text(c)), "") for t, i, c in firsts}

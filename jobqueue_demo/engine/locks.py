@@ -8,6 +8,8 @@ metadata_lock_info plugin is loaded (the embedded server loads it).
 
 from __future__ import annotations
 
+from .control import text as control_text
+from .scratch import literal
 from .waits import WaitMonitor, metadata_lock_info_active
 
 COLUMNS = ("session", "table", "index", "mode", "record", "status")
@@ -32,12 +34,6 @@ def lock_table(monitor: WaitMonitor, schema: str, names: dict[int, str]):
     return COLUMNS, tuple(sorted(rows, key=lambda r: (r[0], r[1] or "", r[4] or ""))), note
 
 
-def _text(value) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    return value.decode("utf-8", "replace")
-
-
 def _ids(names: dict[int, str]) -> str:
     return ",".join(str(int(t)) for t in names)
 
@@ -51,7 +47,7 @@ def _mariadb_row_locks(monitor, names) -> list[tuple]:
         f"WHERE t.trx_mysql_thread_id IN ({_ids(names)})",
     )
     return [
-        (names[int(tid)], _table(_text(table)), _text(index), _text(mode), _text(data), "waiting" if int(_text(waits)) else "granted")
+        (names[int(tid)], _table(control_text(table)), control_text(index), control_text(mode), control_text(data), "waiting" if int(control_text(waits)) else "granted")
         for tid, table, index, mode, data, waits in rows
     ]
 
@@ -63,7 +59,7 @@ def _mariadb_trx_summary(monitor, names) -> list[tuple]:
         innodb_is=True,
     )
     return [
-        (names[int(tid)], None, None, None, f"{_text(rows_locked)} row(s) in {_text(tables)} table(s)", "held")
+        (names[int(tid)], None, None, None, f"{control_text(rows_locked)} row(s) in {control_text(tables)} table(s)", "held")
         for tid, rows_locked, tables in rows
     ]
 
@@ -73,9 +69,9 @@ def _mariadb_metadata_locks(monitor, schema: str, names) -> list[tuple] | None:
         return None
     rows = monitor.rows(
         "SELECT THREAD_ID, TABLE_NAME, LOCK_MODE FROM information_schema.METADATA_LOCK_INFO "
-        f"WHERE TABLE_SCHEMA = '{_quote(schema)}' AND TABLE_NAME <> '' AND THREAD_ID IN ({_ids(names)})",
+        f"WHERE TABLE_SCHEMA = {literal(schema)} AND TABLE_NAME <> '' AND THREAD_ID IN ({_ids(names)})",
     )
-    return [(names[int(tid)], _text(table), "(metadata)", _text(mode), None, "granted") for tid, table, mode in rows]
+    return [(names[int(tid)], control_text(table), "(metadata)", control_text(mode), None, "granted") for tid, table, mode in rows]
 
 
 def _mysql_row_locks(monitor, names) -> list[tuple]:
@@ -91,19 +87,16 @@ def _mysql_metadata_locks(monitor, schema: str, names) -> list[tuple]:
     rows = monitor.rows(
         "SELECT t.PROCESSLIST_ID, m.OBJECT_NAME, '(metadata)', m.LOCK_TYPE, NULL, m.LOCK_STATUS "
         "FROM performance_schema.metadata_locks m JOIN performance_schema.threads t ON t.THREAD_ID = m.OWNER_THREAD_ID "
-        f"WHERE m.OBJECT_SCHEMA = '{_quote(schema)}' AND t.PROCESSLIST_ID IN ({_ids(names)})",
+        f"WHERE m.OBJECT_SCHEMA = {literal(schema)} AND t.PROCESSLIST_ID IN ({_ids(names)})",
     )
     return [_mysql_row(names, r) for r in rows]
 
 
 def _mysql_row(names, row) -> tuple:
-    tid, table, index, mode, data, status = (_text(v) for v in row)
+    tid, table, index, mode, data, status = (control_text(v) for v in row)
     return (names[int(tid)], table, index, mode, data, "waiting" if status in ("WAITING", "PENDING") else "granted")
 
 
 def _table(name: str | None) -> str | None:
     return name.split(".")[-1].strip("`") if name else name
 
-
-def _quote(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("'", "''")

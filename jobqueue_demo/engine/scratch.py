@@ -16,8 +16,8 @@ What makes it safe on a server other people use:
 
 from __future__ import annotations
 
+import os
 import re
-import secrets
 import sys
 from dataclasses import replace
 
@@ -38,7 +38,7 @@ SHARED_USER_OPTION = "--allow-shared-user"
 
 
 def new_name() -> str:
-    return PREFIX + secrets.token_hex(NAME_HEX // 2)
+    return PREFIX + os.urandom(NAME_HEX // 2).hex()
 
 
 def quote(name: str) -> str:
@@ -96,7 +96,7 @@ class ScratchDatabase:
 
     def _create_user(self) -> None:
         host = (control.value(self.conn, "SELECT USER()") or "").rpartition("@")[2] or "localhost"
-        password = secrets.token_hex(16)
+        password = os.urandom(16).hex()  # what secrets.token_hex does; secrets costs 4 ms of start-up
         account = f"{literal(self.name)}@{literal(host)}"
         try:
             self.execute(f"CREATE USER {account} IDENTIFIED BY {literal(password)}")

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import hashlib
 import json
-import logging
 import math
 import os
 import re
@@ -28,6 +26,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from urllib.parse import unquote, urlsplit
 
 from jobqueue_demo.errors import ServerError, StartFailed, UnusableTemplate, UsageError
+from jobqueue_demo.engine.dialect import MySqlDialect
 from jobqueue_demo.engine.owner import hold
 
 if TYPE_CHECKING:
@@ -235,12 +234,8 @@ class ServerInfo:
         return "embedded throwaway server" if self.embedded else self.params.display()
 
     @property
-    def isolation_variable(self) -> str:
-        """MariaDB before 11.1 names it tx_isolation; MySQL 8 and MariaDB 11.1+ transaction_isolation."""
-        major_minor = tuple(int(p) for p in self.version.split(".")[:2])
-        if self.flavor == "MariaDB" and major_minor < (11, 1):
-            return "tx_isolation"
-        return "transaction_isolation"
+    def dialect(self) -> MySqlDialect:
+        return MySqlDialect(self.flavor, self.version)
 
 
 _MARIADB_VERSION = re.compile(r"(\d+\.\d+\.\d+)-MariaDB", re.IGNORECASE)
@@ -309,6 +304,8 @@ class ServerBinary:
     def template_key(self) -> str:
         # The whole --version text, not just the number, so a rebuilt package
         # of the same version still gets a data directory of its own.
+        import hashlib  # here, not at the top: a --dsn run never needs it (start-up, see bench/)
+
         digest = hashlib.sha256(self.version_text.encode()).hexdigest()[:12]
         return f"{self.flavor.lower()}-{self.version}-{digest}"
 
@@ -320,9 +317,6 @@ class Template:
     plugin_dir: str | None
     # Of the template's folder: tells a rebuilt template from the one that failed.
     inode: int = 0
-
-
-_log = logging.getLogger(__name__)
 
 
 def find_server_binary() -> ServerBinary:
@@ -697,8 +691,11 @@ class EmbeddedServer:
         except UnusableTemplate as exc:
             # A damaged cache (a truncated or overwritten file, files removed) would fail
             # every later run the same way; a fresh template is a few seconds.
-            _log.warning("jobqueue-demo: %s; rebuilding the cached server template once", exc)
-            self._start_from(lambda: rebuild_template(binary, exc.inode))
+            import logging  # only a damaged template is logged; a --dsn run never imports it
+
+            logging.getLogger(__name__).warning("jobqueue-demo: %s; rebuilding the cached server template once", exc)
+            inode = exc.inode
+            self._start_from(lambda: rebuild_template(binary, inode))
 
     def _start_from(self, get_template: Callable[[], Template]) -> None:
         template = get_template()

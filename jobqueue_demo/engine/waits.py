@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 from .control import rows as control_rows
+from .control import text as control_text
 
 ROW = "row lock"
 METADATA = "metadata lock"
@@ -100,12 +101,12 @@ class WaitMonitor:
 
     def transactions(self) -> dict[int, TrxStatus]:
         rows = self.rows("SHOW ENGINE INNODB STATUS")
-        return parse_innodb_status(_s(rows[0][2]) if rows else "")
+        return parse_innodb_status(control_text(rows[0][2]) if rows else "")
 
     def _process_states(self) -> dict[int, str | None]:
         # SHOW PROCESSLIST costs a tenth of a query on information_schema.PROCESSLIST,
         # which builds a temporary table on every call.
-        return {int(_s(row[0])): _s(row[6]) for row in self.rows("SHOW PROCESSLIST")}
+        return {int(control_text(row[0])): control_text(row[6]) for row in self.rows("SHOW PROCESSLIST")}
 
     def blocked(self, thread_ids: list[int]) -> dict[int, str]:
         """Thread id -> kind of lock it waits for, for those that wait on a lock now."""
@@ -172,7 +173,7 @@ class WaitMonitor:
         blockers = tuple(sorted({int(r[0]) for r in rows}))
         lock = ""
         if rows:
-            table, index, mode, data = (_s(v) or "" for v in rows[0][1:])
+            table, index, mode, data = (control_text(v) or "" for v in rows[0][1:])
             lock = " ".join(p for p in (_table_name(table), index, mode, f"({data})" if data else "") if p)
         return WaitInfo(ROW, blockers, lock)
 
@@ -229,12 +230,6 @@ def metadata_lock_info_active(monitor: WaitMonitor) -> bool:
             "AND PLUGIN_STATUS = 'ACTIVE'"
         )
     )
-
-
-def _s(value) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    return value.decode("utf-8", "replace")
 
 
 def _table_name(table: str | None) -> str:

@@ -29,7 +29,7 @@ from ..engine import mysql_errors
 from ..errors import ServerError, StuckError, UsageError
 from ..engine.result import Result
 from ..run.driver import Driver, RunOptions
-from ..engine.scratch import SNAPSHOT_SUFFIX, quote as _quote
+from ..engine.scratch import SNAPSHOT_SUFFIX, quote
 from ..scenario.model import Fault, Invariant, Scenario, Statement
 from ..engine.session import result_from_connection
 
@@ -86,7 +86,7 @@ class Move:
 
 
 @dataclass(frozen=True)
-class Check:
+class InvariantCheck:
     invariant: Invariant
     got: Result
 
@@ -101,7 +101,7 @@ class Execution:
 
     moves: tuple[Move, ...]
     events: tuple
-    checks: tuple[Check, ...] = ()
+    checks: tuple[InvariantCheck, ...] = ()
     stuck: str | None = None
     diverged: str | None = None
     index: int = 0  # the walk that produced it, when sampling
@@ -377,11 +377,11 @@ class Snapshot:
     def __init__(self, driver: Driver, tables: list[str]):
         self.driver = driver
         self.database = driver.database + SNAPSHOT_SUFFIX
-        db, snap = _quote(driver.database), _quote(self.database)
+        db, snap = quote(driver.database), quote(self.database)
         columns = self._columns(tables)
         copies, restores = [], ["SET SESSION foreign_key_checks = 0", "BEGIN"]
         for table in tables:
-            t, cols = _quote(table), ", ".join(_quote(c) for c in columns[table])
+            t, cols = quote(table), ", ".join(quote(c) for c in columns[table])
             copies.append(f"CREATE TABLE {snap}.{t} LIKE {db}.{t}; INSERT INTO {snap}.{t} ({cols}) SELECT {cols} FROM {db}.{t}")
             restores.append(f"DELETE FROM {db}.{t}; INSERT INTO {db}.{t} ({cols}) SELECT {cols} FROM {snap}.{t}")
         if driver.server.flavor == "MySQL":
@@ -422,7 +422,7 @@ class Snapshot:
             for table in moved:
                 control.execute(
                     self.driver.control,
-                    f"ALTER TABLE {_quote(self.driver.database)}.{_quote(table)} AUTO_INCREMENT = {self.counters[table]}",
+                    f"ALTER TABLE {quote(self.driver.database)}.{quote(table)} AUTO_INCREMENT = {self.counters[table]}",
                 )
 
 
@@ -453,7 +453,7 @@ def choose_reset(driver: Driver, forced: bool) -> Snapshot | Rebuild:
     return Snapshot(driver, sorted(t for t, kind in kinds.items() if kind == "BASE TABLE"))
 
 
-class Worker:
+class ScheduleRunner:
     """One driver on its own scratch database, running schedule after schedule."""
 
     def __init__(self, space: Space, server, options: ExploreOptions, name_blockers: bool = False):
@@ -463,7 +463,7 @@ class Worker:
         self.recreate = options.recreate
         self.reset: Snapshot | Rebuild | None = None
 
-    def __enter__(self) -> Worker:
+    def __enter__(self) -> ScheduleRunner:
         try:
             self.driver.open()
             self.reset = choose_reset(self.driver, self.recreate)
@@ -522,9 +522,9 @@ class Worker:
             return None
         return self.driver.stuck_message(len(self.space.scenario.steps), "every remaining step is blocked", waiting)
 
-    def _check(self, faulted: bool) -> tuple[Check, ...]:
+    def _check(self, faulted: bool) -> tuple[InvariantCheck, ...]:
         wanted = [i for i in self.space.scenario.invariants if i.holds == "always" or not faulted]
-        return tuple(Check(i, control_result(self.driver.user_conn, i.sql)) for i in wanted)
+        return tuple(InvariantCheck(i, control_result(self.driver.user_conn, i.sql)) for i in wanted)
 
 
 # -- the whole exploration ------------------------------------------------------------------
@@ -640,7 +640,7 @@ def _run_all(space: Space, server, options: ExploreOptions, source, on_schedule)
 
 def _work(space: Space, server, options: ExploreOptions, source, results: queue.Queue, resets: list[str]) -> None:
     try:
-        with Worker(space, server, options) as worker:
+        with ScheduleRunner(space, server, options) as worker:
             resets.append(_describe_reset(worker.reset))
             while (chooser := source.take()) is not None:
                 execution = worker.run(chooser)
@@ -676,14 +676,14 @@ def _replayed(space: Space, server, options: ExploreOptions, tallies: list[Tally
         return ()
     names = [i.name for i in space.scenario.invariants]
     out = []
-    with Worker(space, server, options, name_blockers=True) as worker:
+    with ScheduleRunner(space, server, options, name_blockers=True) as worker:
         for key in sorted(shortest, key=lambda k: (SEVERITY.index(k[0]), names.index(k[1]) if k[0] == VIOLATED else 0, k[1])):
             replay = worker.run(FirstChoice(shortest[key].moves))
             out.append(_explained(space, worker, Finding(key[0], key[1], seen[key], replay, key in replay.findings())))
     return tuple(out)
 
 
-def _explained(space: Space, worker: Worker, finding: Finding) -> Finding:
+def _explained(space: Space, worker: ScheduleRunner, finding: Finding) -> Finding:
     """A violation with its schedule cut to the shortest prefix showing it, and named."""
     from dataclasses import replace
 

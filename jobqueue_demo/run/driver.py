@@ -24,7 +24,7 @@ from ..engine.server import ServerInfo
 from ..engine.session import Session
 from ..engine.waits import ROW, WaitMonitor
 from ..errors import ScenarioError, ServerError, StuckError
-from ..scenario.model import CAPTURE_REF, ISOLATION_LEVELS, Fault, Locks, Narration, Scenario, SessionSpec, Statement
+from ..scenario.model import CAPTURE_REF, Fault, Locks, Narration, Scenario, SessionSpec, Statement
 from . import chain
 from . import events as ev
 
@@ -191,14 +191,14 @@ class Driver:
     def _apply_settings(self, conn, spec: SessionSpec) -> None:
         settings = []
         if spec.isolation:
-            settings.append(f"{self.server.isolation_variable} = '{ISOLATION_LEVELS[spec.isolation]}'")
+            settings.append(self.server.dialect.isolation_setting(spec.isolation))
         if spec.innodb_lock_wait_timeout is not None:
             settings.append(f"innodb_lock_wait_timeout = {spec.innodb_lock_wait_timeout}")
         if spec.lock_wait_timeout is not None:
             settings.append(f"lock_wait_timeout = {spec.lock_wait_timeout}")
         settings += self.options.session_settings
         if settings:
-            conn.query(("SET SESSION " + ", ".join(settings)).encode())
+            conn.query(self.server.dialect.set_session(settings).encode())
 
     def close(self, quiet: bool = False) -> None:
         """Leave nothing behind: end every session's transaction, drop the scratch database
@@ -230,7 +230,7 @@ class Driver:
 
     def _kill_quietly(self, thread_id: int) -> None:
         try:
-            self._control(f"KILL CONNECTION {int(thread_id)}")
+            self._control(self.server.dialect.kill_connection(thread_id))
         except ServerError:
             pass  # already gone
 
@@ -407,13 +407,13 @@ class Driver:
             yield ev.FaultApplied(index, action, session.name, self.now(), "already disconnected")
             return
         if action == "kill-query":
-            self._control(f"KILL QUERY {session.thread_id}")
+            self._control(self.server.dialect.kill_statement(session.thread_id))
             yield ev.FaultApplied(index, action, session.name, self.now(), "statement interrupted")
             yield from self._settle()
             return
         began = time.perf_counter()
         if action == "kill":
-            self._control(f"KILL CONNECTION {session.thread_id}")
+            self._control(self.server.dialect.kill_connection(session.thread_id))
             yield from self._settle()
         else:
             waited = session.busy

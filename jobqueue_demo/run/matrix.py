@@ -66,7 +66,7 @@ def parse_axes(texts: list[str]) -> list[Axis]:
 
 def _assignment(server, setting: Setting) -> str:
     if setting.name == "isolation":
-        return f"{server.isolation_variable} = '{ISOLATION_LEVELS[setting.value]}'"
+        return server.dialect.isolation_setting(setting.value)
     return f"{setting.name} = {_literal(setting.value)}"
 
 

@@ -107,7 +107,7 @@ def _compare(expect: Expectation, outcome: Outcome) -> tuple[str, str] | None:
     if wants_rows != result.is_rows and (wants_rows or expect.ok or expect.affected is not None):
         return (describe_expectation(expect), describe_result(result))
     if expect.columns is not None and tuple(expect.columns) != result.columns:
-        return (f"columns {_flow(expect.columns)}", f"columns {_flow(result.columns)}")
+        return (f"columns {flow(expect.columns)}", f"columns {flow(result.columns)}")
     if expect.rows is not None and (tuple(expect.rows) != result.rows or result.omitted):
         return (describe_expectation(expect), describe_result(result))
     if expect.affected is not None and expect.affected != result.affected:
@@ -119,7 +119,8 @@ def _waits(flag: bool) -> str:
     return "waits for a lock" if flag else "does not wait"
 
 
-def _flow(values) -> str:
+def flow(values) -> str:
+    """A row or a list of names as the reports print it: [1, NULL, x]."""
     return "[" + ", ".join("NULL" if v is None else str(v) for v in values) + "]"
 
 
@@ -128,7 +129,7 @@ def describe_expectation(expect: Expectation) -> str:
         return f"error {expect.error.spelling}"
     parts = []
     if expect.columns is not None:
-        parts.append(f"columns {_flow(expect.columns)}")
+        parts.append(f"columns {flow(expect.columns)}")
     if expect.rows is not None:
         parts.append(_rows(expect.rows))
     if expect.affected is not None:
@@ -145,11 +146,11 @@ def describe_result(result: Result) -> str:
     if result.is_rows:
         if result.omitted:
             total = len(result.rows) + result.omitted
-            return f"columns {_flow(result.columns)}, {total} rows (too many to keep and compare)"
-        return f"columns {_flow(result.columns)}, {_rows(result.rows)}"
+            return f"columns {flow(result.columns)}, {total} rows (too many to keep and compare)"
+        return f"columns {flow(result.columns)}, {_rows(result.rows)}"
     return f"Query OK, {result.affected} row(s) affected"
 
 
 def _rows(rows) -> str:
-    text = "rows [" + ", ".join(_flow(r) for r in rows) + "]"
+    text = "rows [" + ", ".join(flow(r) for r in rows) + "]"
     return text if len(rows) else "no rows"

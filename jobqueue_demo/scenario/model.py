@@ -7,12 +7,8 @@ from dataclasses import dataclass, field
 
 from ..engine import mysql_errors
 
-ISOLATION_LEVELS = {
-    "read-uncommitted": "READ-UNCOMMITTED",
-    "read-committed": "READ-COMMITTED",
-    "repeatable-read": "REPEATABLE-READ",
-    "serializable": "SERIALIZABLE",
-}
+# As scenarios spell them; each engine's dialect turns one into its server's setting.
+ISOLATION_LEVELS = ("read-uncommitted", "read-committed", "repeatable-read", "serializable")
 
 # `:claimed` in a statement: the value an earlier statement of the same session captured.
 CAPTURE_REF = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
@@ -32,7 +28,7 @@ class Span:
 @dataclass(frozen=True)
 class SessionSpec:
     name: str
-    isolation: str | None = None  # a key of ISOLATION_LEVELS
+    isolation: str | None = None  # one of ISOLATION_LEVELS
     innodb_lock_wait_timeout: int | None = None
     lock_wait_timeout: int | None = None
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import multiprocessing
 import os
 import random
 import signal
@@ -30,7 +29,6 @@ from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed,
 from ..errors import ServerError, UsageError
 from .lifeline import RUN_PID_ENV
 from ..engine.owner import hold_for_life
-from ..scenario.model import ISOLATION_LEVELS
 from ..engine.scratch import ScratchDatabase
 from ..engine.server import ServerInfo
 from .stall import WorkersStuck, diagnose
@@ -222,7 +220,7 @@ class WorkersSummary:
             f"{self.completed} of {self.jobs} completed"
         )
 
-    def record(self) -> dict:
+    def as_dict(self) -> dict:
         """The summary as flat JSON-ready values, per-worker rows included."""
         out = asdict(self)
         out["invariants_hold"] = self.invariants_hold
@@ -292,11 +290,11 @@ class Scratch:
 
         for thread in thread_ids:
             with contextlib.suppress(MySQLdb.MySQLError):  # already gone
-                self.conn.query(f"KILL CONNECTION {int(thread)}".encode())
+                self.conn.query(self.server.dialect.kill_connection(thread).encode())
 
 
 @dataclass(frozen=True)
-class Check:
+class QueueCheck:
     completed: int
     lost: int
     effects: int
@@ -305,10 +303,10 @@ class Check:
     rerun_ms: list[float | None]
 
 
-def check(scratch: Scratch, kills: list[Kill]) -> Check:
+def check(scratch: Scratch, kills: list[Kill]) -> QueueCheck:
     """The invariants, read from the database after every worker has stopped."""
     effects = scratch.value("SELECT COUNT(*) FROM effects")
-    return Check(
+    return QueueCheck(
         completed=scratch.value("SELECT COUNT(*) FROM completions"),
         lost=scratch.value(
             "SELECT COUNT(*) FROM jobs j LEFT JOIN completions c ON c.job_id = j.id"
@@ -572,7 +570,7 @@ def row_lock_waits_scope(server: ServerInfo) -> str:
 
 
 def _specs(config: WorkersConfig, server: ServerInfo, database: str) -> list[WorkerSpec]:
-    isolation = f"SET SESSION {server.isolation_variable} = '{ISOLATION_LEVELS[config.isolation]}'"
+    isolation = server.dialect.set_session([server.dialect.isolation_setting(config.isolation)])
     return [
         WorkerSpec(
             index=i,
@@ -646,7 +644,7 @@ def _worker_threads(crew: Crew) -> dict[int, int]:
 
 
 def _summary(
-    config: WorkersConfig, server: ServerInfo, crew: Crew, checked: Check, kills: list[Kill], seconds: float, waits: int
+    config: WorkersConfig, server: ServerInfo, crew: Crew, checked: QueueCheck, kills: list[Kill], seconds: float, waits: int
 ) -> WorkersSummary:
     return WorkersSummary(
         server=server.label,

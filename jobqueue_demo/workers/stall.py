@@ -57,7 +57,7 @@ class Diagnosis:
         lines = [f"{line}, held ({mode}) by {', '.join(blockers)}" for (line, mode), blockers in grouped.items()]
         return lines + ([self.note] if self.note else [])
 
-    def record(self) -> dict:
+    def as_dict(self) -> dict:
         return {"waits": [asdict(w) for w in self.waits], "note": self.note}
 
 

@@ -77,8 +77,8 @@ class SweepRow:
     run: WorkersSummary  # the median run of this step
     ceiling_share: float
 
-    def record(self) -> dict:
-        return {**self.run.record(), "ceiling_share": self.ceiling_share}
+    def as_dict(self) -> dict:
+        return {**self.run.as_dict(), "ceiling_share": self.ceiling_share}
 
 
 @dataclass
@@ -101,7 +101,7 @@ class SweepResult:
     headlines: list[Headline] = field(default_factory=list)
     deadlocks: dict[str, int] = field(default_factory=dict)  # isolation -> all strategies' deadlocks
 
-    def record(self) -> dict:
+    def as_dict(self) -> dict:
         return {
             "server": self.server,
             "jobs": self.jobs,
@@ -109,7 +109,7 @@ class SweepResult:
             "batch": self.batch,
             "repeat": self.repeat,
             "kill": self.kill,
-            "rows": [row.record() for row in self.rows],
+            "rows": [row.as_dict() for row in self.rows],
             "headlines": [asdict(h) for h in self.headlines],
             "deadlocks": self.deadlocks,
         }

@@ -1,0 +1,123 @@
+"""What every command module shares: the typer app, the global options, the options several
+commands take (defined once, as Annotated aliases) and messages to standard error.
+
+A leaf: command modules import it, it imports none of them, so main.py can import the
+command modules at its top.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass
+from typing import Annotated, Optional
+
+import typer
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 ok; 1 expectations not met or the schedule got stuck; "
+    "2 bad scenario or usage; 3 server or connection problem; 130 interrupted (Ctrl-C or SIGTERM)."
+)
+
+app = typer.Typer(
+    help="Run job-queue lessons (SELECT ... FOR UPDATE SKIP LOCKED and friends) on a real "
+    "MariaDB or MySQL server and print them as transcripts.\n\n" + EXIT_CODES_HELP,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+DSN_HELP = (
+    "Server to use: mysql://user:pass@host:port/db (or ?unix_socket=/path). "
+    "Default: $JOBQUEUE_DEMO_DSN, else a private throwaway server started for this run."
+)
+STEP_TIMEOUT_HELP = (
+    "Longest wait for any one statement, fault or result, in seconds; also how long a server "
+    "that stops answering is waited for (exit 3)."
+)
+MAX_SECONDS = 3600.0
+
+
+def finite(value: float | None) -> float | None:
+    """A range check lets NaN through (every comparison with it is false)."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter("must be a number of seconds")
+    return value
+
+
+Dsn = Annotated[Optional[str], typer.Option("--dsn", help=DSN_HELP, show_default=False)]
+SHOW_LOCKS_HELP = (
+    "After each statement that locked rows, how many index records it locked against the rows it "
+    "returned or changed (InnoDB's count for its transaction)."
+)
+ShowLocks = Annotated[bool, typer.Option("--show-locks", help=SHOW_LOCKS_HELP)]
+StepTimeout = Annotated[
+    float, typer.Option("--step-timeout", help=STEP_TIMEOUT_HELP, min=0.1, max=MAX_SECONDS, callback=finite)
+]
+
+
+@dataclass
+class GlobalOptions:
+    debug: bool = False
+    allow_shared_user: bool = False
+
+
+options = GlobalOptions()
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        from .. import __version__
+
+        print(f"jobqueue-demo {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    allow_shared_user: bool = typer.Option(
+        False, "--allow-shared-user",
+        help="Run scenario SQL as the DSN's own user when it may not create the per-run user "
+        "that confines it to the scratch database.",
+    ),
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    options.debug = debug
+    options.allow_shared_user = allow_shared_user
+
+
+def server_for(dsn: str | None):
+    """The server for a command, as the global options say."""
+    from .. import api as core
+
+    return core.server(dsn, options.allow_shared_user)
+
+
+def color() -> bool:
+    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def heading(text: str, to_stderr: bool) -> None:
+    if to_stderr:
+        say(text)
+    else:
+        print(text, flush=True)
+
+
+def say_notes(exc: BaseException) -> None:
+    """What a clean-up after this error (or Ctrl-C) could not do, as notes on it or its causes."""
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        for note in getattr(exc, "__notes__", ()):
+            say(f"jobqueue-demo: {note}")
+        exc = exc.__cause__ or exc.__context__

@@ -1,0 +1,140 @@
+"""What `explore` prints: the space, the outcomes, a transcript per distinct problem, the verdict."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from ..explore.advice import honest_events
+from ..run.verify import flow
+from .transcript import NOTE, Line, TranscriptWriter, event_lines, result_lines
+
+OUTCOME_WORDS = {
+    "ok": "ok",
+    "violated": "invariant violated",
+    "deadlock": "deadlock",
+    "error": "error",
+    "stuck": "stuck",
+    "diverged": "diverged on replay",
+}
+
+
+def verdict(report) -> str:
+    """The one line a reader takes away, also when everything held."""
+    invariants = report.scenario.invariants
+    violated = {f.what for f in report.findings if f.kind == "violated"}
+    broken = [i.name for i in invariants if i.name in violated]
+    stuck = report.counts["stuck"]
+    if broken or stuck:
+        parts = [f'"{name}" violated' for name in broken] + ([f"{stuck} schedule(s) stuck"] if stuck else [])
+        return f"verdict: FAILED: {'; '.join(parts)} (exit 1)"
+    if not invariants:
+        return f"verdict: no invariants to check; {report.explored:,} schedule(s) ran without getting stuck"
+    names = ", ".join(f'"{i.name}"' + (" (without faults)" if i.holds != "always" else "") for i in invariants)
+    return f"verdict: invariants hold in all {report.explored:,} schedule(s): {names}"
+
+
+def _space_line(report) -> str:
+    faults = ", ".join(report.options.faults) or "none"
+    head = f"up to {report.bound:,} before waits; faults: {faults}"
+    if report.options.sample:
+        what = f"{report.explored:,} distinct random schedules (seed {report.options.seed}) of {head}"
+    elif report.complete:
+        what = f"{report.explored:,} schedules, all run ({head})"
+    else:
+        what = f"{report.explored:,} schedules run, stopped by --max-schedules ({head})"
+    return f"space: {what}; {report.elapsed_s:.1f} s, {report.per_second:.0f} schedules/s"
+
+
+def print_report(report, out: TextIO, color: bool) -> None:
+    print(_space_line(report), file=out)
+    print(f"reset: {report.reset}", file=out)
+    print("outcomes: " + ", ".join(f"{OUTCOME_WORDS[k]} {n}" for k, n in report.counts.items() if n or k != "diverged"), file=out)
+    if not report.findings:
+        names = ", ".join(f'"{i.name}"' for i in report.scenario.invariants) or "(none written)"
+        print(f"no counterexample: every schedule run ended without a problem; invariants: {names}", file=out)
+        return
+    writer = TranscriptWriter(out, report.scenario.session_names, color)
+    for group in _by_schedule(report.findings):
+        print(file=out)
+        writer.write(_counterexample_lines(report, group))
+
+
+def _by_schedule(findings) -> list[list]:
+    """Findings whose shortest schedule is the same one share a transcript."""
+    groups: dict[tuple, list] = {}
+    for finding in findings:
+        groups.setdefault(finding.shortest.moves, []).append(finding)
+    return list(groups.values())
+
+
+def _counterexample_lines(report, group) -> list:
+    shortest = group[0].shortest
+    heads = "; ".join(f'{OUTCOME_WORDS[f.kind]}: {_what(f)} (in {f.schedules:,} of {report.explored:,})' for f in group)
+    moves = " ".join(map(str, shortest.moves)) or "(no steps)"
+    lines = [
+        Line(f"== {heads}", None, NOTE),
+        Line(f"== shortest schedule, {len(shortest.moves)} steps: {moves}", None, NOTE),
+    ]
+    if group[0].left_out:
+        lines.append(Line(f"== the {group[0].left_out} step(s) after it in the schedule found change nothing; "
+                          "left out, uncommitted work rolled back before the check", None, NOTE))
+    lines += [Line(f"== {e.anomaly}: {e.cause}", None, NOTE) for e in group[0].explanations]
+    if not all(f.reproduced for f in group):
+        lines.append(Line("-- note: run again for this transcript, the schedule did not show it this time", None, NOTE))
+    for event in honest_events(report.scenario, shortest.events):
+        lines += event_lines(event)
+    if shortest.stuck:
+        lines.append(Line(f"-- {shortest.stuck}", None, NOTE))
+    if shortest.diverged:
+        lines.append(Line(f"-- replay diverged: {shortest.diverged}", None, NOTE))
+    for check in shortest.checks:
+        if not check.held:
+            lines.append(Line(f'-- at the end, invariant "{check.invariant.name}": {check.invariant.sql}', None, NOTE))
+            lines += result_lines("", check.invariant.sql, check.got)
+            lines.append(Line(f"-- expected: {_rows_text(check.invariant.expect)}", None, NOTE))
+    return lines
+
+
+def _what(finding) -> str:
+    return f'"{finding.what}"' if finding.kind == "violated" else finding.what
+
+
+def _rows_text(rows) -> str:
+    if not rows:
+        return "no rows"
+    return ", ".join(flow(row) for row in rows)
+
+
+def as_dict(report) -> dict:
+    return {
+        "scenario": report.scenario.path,
+        "title": report.scenario.title,
+        "server": report.server,
+        "faults": list(report.options.faults),
+        "mode": "sample" if report.options.sample else "all",
+        "seed": report.options.seed if report.options.sample else None,
+        "bound": report.bound,
+        "explored": report.explored,
+        "complete": report.complete,
+        "outcomes": report.counts,
+        "elapsed_s": round(report.elapsed_s, 3),
+        "schedules_per_second": round(report.per_second, 1),
+        "reset": report.reset,
+        "findings": [_finding_dict(report, f) for f in report.findings],
+        "verdict": verdict(report),
+    }
+
+
+def _finding_dict(report, finding) -> dict:
+    failed = [c for c in finding.shortest.checks if not c.held and c.invariant.name == finding.what]
+    return {
+        "kind": finding.kind,
+        "what": finding.what,
+        "schedules": finding.schedules,
+        "reproduced": finding.reproduced,
+        "shortest": [str(m) for m in finding.shortest.moves],
+        "got": [list(r) for r in failed[0].got.rows] if failed and failed[0].got.error is None else None,
+        "left_out": finding.left_out,
+        "explanations": [{"anomaly": e.anomaly, "cause": e.cause} for e in finding.explanations],
+        "transcript": [line.text for line in _counterexample_lines(report, [finding])],
+    }

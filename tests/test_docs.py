@@ -1,0 +1,45 @@
+"""The reference docs name everything the loader and the CLI accept."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from jobqueue_demo.engine import mysql_errors
+from jobqueue_demo.scenario import loader
+from jobqueue_demo.scenario.model import FAULT_ACTIONS, INVARIANT_HOLDS, ISOLATION_LEVELS
+
+ROOT = Path(__file__).resolve().parent.parent
+FORMAT = (ROOT / "docs" / "scenario-format.md").read_text()
+README = (ROOT / "README.md").read_text()
+
+ACCEPTED = sorted(
+    loader.TOP_KEYS
+    | loader.STATEMENT_KEYS
+    | loader.SESSION_KEYS
+    | loader.EXPECT_KEYS
+    | set(loader.STEP_WORDS)
+    | set(FAULT_ACTIONS)
+    | set(INVARIANT_HOLDS)
+    | set(ISOLATION_LEVELS)
+    | set(mysql_errors.CLASSES)
+    | {"holds", "name", "sql"}
+)
+
+
+@pytest.mark.parametrize("word", ACCEPTED)
+def test_scenario_format_names_every_accepted_word(word):
+    assert re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", FORMAT), f"docs/scenario-format.md never mentions {word!r}"
+
+
+def _commands() -> list[str]:
+    from jobqueue_demo.cli.main import app
+
+    return sorted(c.name or c.callback.__name__ for c in app.registered_commands)
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_readme_shows_every_command(command):
+    assert f"jobqueue-demo {command}" in README, f"README.md never shows 'jobqueue-demo {command}'"
