@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import subprocess
@@ -89,3 +90,14 @@ def dsn_of(info) -> str:
 
 def dsn_env(info) -> dict:
     return {"JOBQUEUE_DEMO_DSN": dsn_of(info)}
+
+
+def steady(event):
+    from jobqueue_demo.run import events as ev
+
+    """The event with its timings fixed, so the drawing depends on the run's content only."""
+    if isinstance(event, ev.Completed) and event.waited_ms is not None:
+        return dataclasses.replace(event, waited_ms=12.0)
+    if isinstance(event, ev.FaultApplied) and event.took_ms is not None:
+        return dataclasses.replace(event, took_ms=0.5)
+    return event

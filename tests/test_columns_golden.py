@@ -7,12 +7,13 @@ that is meant; read the diff before committing it.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import os
 from pathlib import Path
 
 import pytest
+
+from conftest import steady
 
 from jobqueue_demo import api as core
 from jobqueue_demo.run import events as ev
@@ -21,15 +22,6 @@ from jobqueue_demo.render.columns import MIN_CELL, ColumnsView, cells
 GOLDEN = Path(__file__).parent / "golden"
 LESSONS = {"for-update-waits": 2, "outbox": 4}
 WIDTHS = (60, 80, 120)
-
-
-def steady(event):
-    """The event with its timings fixed, so the drawing depends on the run's content only."""
-    if isinstance(event, ev.Completed) and event.waited_ms is not None:
-        return dataclasses.replace(event, waited_ms=12.0)
-    if isinstance(event, ev.FaultApplied) and event.took_ms is not None:
-        return dataclasses.replace(event, took_ms=0.5)
-    return event
 
 
 @pytest.fixture(scope="module")

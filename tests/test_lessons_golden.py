@@ -6,28 +6,18 @@ JOBQUEUE_DEMO_UPDATE_GOLDEN=1 to rewrite the files after an intended change.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import os
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, steady
 from jobqueue_demo import api as core
 from jobqueue_demo.render.transcript import TranscriptWriter, event_lines
-from jobqueue_demo.run import events as ev
 
 GOLDEN = Path(__file__).parent / "golden" / "lessons"
 LESSONS = sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml"))
-
-
-def steady(event):
-    if isinstance(event, ev.Completed) and event.waited_ms is not None:
-        return dataclasses.replace(event, waited_ms=12.0)
-    if isinstance(event, ev.FaultApplied) and event.took_ms is not None:
-        return dataclasses.replace(event, took_ms=0.5)
-    return event
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
