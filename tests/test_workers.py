@@ -177,7 +177,7 @@ def test_cli_rejects_bad_values_in_one_line(args):
 
 
 def test_cli_json_is_one_line_with_the_issue_keys():
-    done = cli("workers", "-w", "3", "-j", "30", "--kill", "1", "--json")
+    done = cli("workers", "-w", "3", "-j", "30", "--work-ms", "2", "--kill", "1", "--json")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 1

@@ -497,9 +497,10 @@ class Killer:
     def due(self, completed: int) -> bool:
         return len(self.kills) < len(self.thresholds) and completed >= self.thresholds[len(self.kills)]
 
-    def busy(self, completed: int) -> bool:
-        """Whether a kill waits for a worker in its transaction, or for the server's notice."""
-        return self.due(completed) or bool(self.pending)
+    def busy(self) -> bool:
+        """Whether a kill is still to come or waits for the server's notice: then the run is
+        watched closely, since a short run can pass a kill's threshold and end within one tick."""
+        return len(self.kills) < len(self.thresholds) or bool(self.pending)
 
     def step(self, crew: Crew, scratch: Scratch, completed: int) -> None:
         if self.due(completed):
@@ -619,7 +620,7 @@ def _supervise(crew: Crew, scratch: Scratch, killer: Killer, watch: _Watch) -> N
         if watch.on_progress is not None and now - watch.last_report >= PROGRESS_EVERY_S:
             watch.on_progress(_progress(crew, scratch, killer, watch, now))
             watch.last_report = now
-        time.sleep(NOTICE_POLL_S if killer.busy(completed) else TICK_S)
+        time.sleep(NOTICE_POLL_S if killer.busy() else TICK_S)
 
 
 def _progress(crew: Crew, scratch: Scratch, killer: Killer, watch: _Watch, now: float) -> Progress:
