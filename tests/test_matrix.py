@@ -10,6 +10,7 @@ import pytest
 from conftest import LOCAL_DSN, ROOT, cli, dsn_of, scratch_databases
 from jobqueue_demo import api as core
 from jobqueue_demo.engine import control
+from jobqueue_demo.engine import server as engine_server
 from jobqueue_demo.cli.matrix import lesson_matrix
 from jobqueue_demo.errors import UsageError
 from jobqueue_demo.run.matrix import parse_axes
@@ -85,8 +86,6 @@ def test_a_global_variable_is_set_on_the_embedded_server_and_put_back(embedded):
 
 
 def test_a_read_only_variable_gets_a_second_embedded_server_started_with_it(embedded):
-    from jobqueue_demo.engine import server as engine_server
-
     running = set(engine_server._running)
     out = io.StringIO()
     with redirect_stdout(out):
@@ -105,8 +104,6 @@ def test_a_read_only_variable_gets_a_second_embedded_server_started_with_it(embe
 
 
 def test_a_read_only_value_the_server_does_not_take_is_refused(embedded):
-    from jobqueue_demo.engine import server as engine_server
-
     running = set(engine_server._running)
     with pytest.raises(UsageError, match="innodb_rollback_on_timeout=maybe: a server started with it took OFF"):
         lesson_matrix([core.load(str(DATA / "rollback-on-timeout.yaml"))], embedded, ["innodb_rollback_on_timeout=maybe"], 10.0)
@@ -120,3 +117,12 @@ def test_a_read_only_variable_is_refused_on_a_shared_server(local, tmp_path):
         "jobqueue-demo: --matrix innodb_rollback_on_timeout: read-only: it needs a server started with it, "
         "done only with the private embedded server (leave out --dsn)"
     ]
+
+
+def test_a_read_only_variable_the_cached_data_directory_cannot_start_with_is_refused(embedded):
+    template = engine_server.cache_root() / engine_server.find_server_binary().template_key
+    inode, running = template.stat().st_ino, set(engine_server._running)
+    with pytest.raises(UsageError, match=r"^--matrix: the embedded server exited .* uses page size 16384"):
+        lesson_matrix([core.load("nowait")], embedded, ["innodb_page_size=4k"], 10.0)
+    # The option was to blame, not the shared template: it is not rebuilt.
+    assert template.stat().st_ino == inode and set(engine_server._running) == running

@@ -204,7 +204,7 @@ class Servers:
         try:
             started = self.stack.enter_context(embedded_with(options))
         except StartFailed as e:
-            raise UsageError(f"--matrix: the server does not start with {' '.join(options)}: {e}") from None
+            raise UsageError(f"--matrix: {e}") from None
         self.restarts.append(Restart(options, time.perf_counter() - began))
         self.current = options, started
         _check_taken(started, settings)
