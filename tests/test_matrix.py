@@ -126,3 +126,17 @@ def test_a_read_only_variable_the_cached_data_directory_cannot_start_with_is_ref
         lesson_matrix([core.load("nowait")], embedded, ["innodb_page_size=4k"], 10.0)
     # The option was to blame, not the shared template: it is not rebuilt.
     assert template.stat().st_ino == inode and set(engine_server._running) == running
+
+
+def test_explore_under_a_read_only_variable_finds_what_only_that_server_breaks(embedded):
+    from jobqueue_demo.cli.matrix import explore_matrix
+    from jobqueue_demo.explore.search import ExploreOptions
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        held = explore_matrix(core.load(str(DATA / "rollback-on-timeout.yaml")), embedded, ["innodb_rollback_on_timeout=ON,OFF"], ExploreOptions())
+    rows = {line.split("|")[0].strip(): [c.strip() for c in line.split("|")[1:]] for line in out.getvalue().splitlines() if "|" in line}
+    # The same NOWAIT failures under both; only under ON do they take B's earlier update with them.
+    assert rows["violated: B's update of job 2 kept"][1] == "-" and rows["violated: B's update of job 2 kept"][0] != "-"
+    assert rows["error: ERROR 1205 for B at line 12"][0] == rows["error: ERROR 1205 for B at line 12"][1] != "-"
+    assert not held and "verdict: FAILED under [1] of 2 combination(s) (exit 1)" in out.getvalue()
