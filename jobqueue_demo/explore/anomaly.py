@@ -35,6 +35,7 @@ ENDS = re.compile(r"^\s*(COMMIT|ROLLBACK)\b", re.IGNORECASE)
 READS = re.compile(r"^\s*(SELECT|WITH)\b", re.IGNORECASE)
 WHERE = re.compile(r"\bWHERE\b", re.IGNORECASE)
 UPDATES = re.compile(r"^\s*UPDATE\b", re.IGNORECASE)
+INSERTS = re.compile(r"^\s*(INSERT|REPLACE)\b", re.IGNORECASE)
 READ_TABLES = re.compile(r"\b(?:FROM|JOIN)\s+`?(\w+)`?", re.IGNORECASE)
 WRITE_TABLE = re.compile(r"^\s*(?:UPDATE|INSERT\s+(?:IGNORE\s+)?INTO|REPLACE\s+INTO|DELETE\s+FROM)\s+`?(\w+)`?", re.IGNORECASE)
 
@@ -168,8 +169,9 @@ def _lost_updates(done: list[Done], commits) -> list[Pair]:
 
 
 def _same_rows(one: Done, other: Done) -> bool:
-    """Whether two writes picked the same rows: the same table and the same WHERE, as sent."""
-    return _written(one) == _written(other) and _where(one.sql) == _where(other.sql)
+    """Whether two writes picked the same rows: the same table and, for UPDATE and DELETE, the
+    same WHERE, as sent; for an INSERT the whole statement (the rows it adds)."""
+    return _written(one) == _written(other) and _picked(one.sql) == _picked(other.sql)
 
 
 def _written(d: Done) -> str | None:
@@ -177,9 +179,9 @@ def _written(d: Done) -> str | None:
     return match.group(1).lower() if match else None
 
 
-def _where(sql: str) -> str:
-    where = WHERE.search(sql)
-    return " ".join(sql[where.end() :].split()).rstrip(";") if where else ""
+def _picked(sql: str) -> str:
+    where = None if INSERTS.match(sql) else WHERE.search(sql)
+    return " ".join(sql[where.end() if where else 0 :].split()).rstrip(";")
 
 
 def _read_tables(d: Done) -> set[str]:
@@ -264,10 +266,12 @@ def _write_of(steps: list[Done], txn: tuple[str, int], after: Done, tables: set[
 
 def _write_skew(a_read: Done, b_read: Done, a_write: Done, b_write: Done, a_commit: Done, b_commit: Done) -> Explanation:
     a, b = a_read.session, b_read.session
+    table = _written(a_write)
+    changed = f"added different rows to {table}" if INSERTS.match(a_write.sql) else f"changed different rows of {table}"
     cause = (
         f"{a} read {_named(a_read, b_write)} at {a_read.label} and {b} read {_named(b_read, a_write)} at "
         f"{b_read.label}, each before the other's commit; {a}'s write at {a_write.label} and {b}'s at "
-        f"{b_write.label} then changed different rows of {_written(a_write)}, which the other had read, and both "
+        f"{b_write.label} then {changed}, a table the other had read, and both "
         f"committed ({a} at {a_commit.label}, {b} at {b_commit.label}): each acted on what the other's write "
         "made untrue."
     )
@@ -295,7 +299,7 @@ def _dirty_reads(done: list[Done], uncommitted: set[str]) -> list[Explanation]:
             and d.event.result.error is None and ((end := _end(done, d)) is None or end.at > read.at)
         ]
         if open_writes:
-            out.append(_dirty_read(read, *open_writes[-1]))
+            out.append(_dirty_read(done, read, *open_writes[-1]))
     return out
 
 
@@ -304,17 +308,22 @@ def _end(done: list[Done], write: Done) -> Done | None:
     return next((d for d in done[write.at + 1 :] if d.session == write.session and ENDS.match(d.sql)), None)
 
 
-def _dirty_read(read: Done, write: Done, end: Done | None) -> Explanation:
-    seen = f"{read.step.capture} = {_text(read.event.result.rows[0][0])}" if read.step.capture and read.event.result.rows else _written(write)
+def _dirty_read(done: list[Done], read: Done, write: Done, end: Done | None) -> Explanation:
+    """How the writer's transaction went on tells which dirty read: of a write later rolled
+    back (G1a), of a state a later write of the same transaction replaced (G1b), or plain."""
+    a = write.session
+    again = next((d for d in done[read.at + 1 :] if _txn_key(d) == _txn_key(write) and _written(d) == _written(write)), None)
     if end is None:
-        then = f"{write.session} never committed it"
-    elif end.sql.split()[0].upper().startswith("COMMIT"):
-        then = f"{write.session} committed only at {end.label}"
+        rest = f", which {a} never committed: the schedule ends with it undone"
+    elif not end.sql.split()[0].upper().startswith("COMMIT"):
+        rest = f" and before {a}'s rollback at {end.label}: a value that was never committed"
+    elif again is not None and again.at < end.at:
+        rest = f" and before {a}'s next write at {again.label} and commit at {end.label}: a state no committed transaction left"
     else:
-        then = f"{write.session} rolled it back at {end.label}"
+        rest = f" and before {a}'s commit at {end.label}"
     cause = (
-        f"{read.session} read {seen} at {read.label} under READ UNCOMMITTED, after {write.session}'s write at "
-        f"{write.label} and before that transaction ended ({then}): a state no committed transaction left."
+        f"{read.session} read {_named(read, write)} at {read.label} under READ UNCOMMITTED, after {a}'s write at "
+        f"{write.label}{rest}."
     )
     return Explanation("dirty read", cause)
 
