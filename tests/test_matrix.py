@@ -7,12 +7,15 @@ from contextlib import closing, redirect_stdout
 
 import pytest
 
-from conftest import LOCAL_DSN, cli, dsn_of, scratch_databases
+from conftest import LOCAL_DSN, ROOT, cli, dsn_of, scratch_databases
 from jobqueue_demo import api as core
 from jobqueue_demo.engine import control
+from jobqueue_demo.engine import server as engine_server
 from jobqueue_demo.cli.matrix import lesson_matrix
 from jobqueue_demo.errors import UsageError
 from jobqueue_demo.run.matrix import parse_axes
+
+DATA = ROOT / "tests" / "data"
 
 
 @pytest.mark.parametrize("text", ["isolation", "isolation=", "isolation=dirty", "a b=1", "x=1;DROP"])
@@ -80,3 +83,60 @@ def test_a_global_variable_is_set_on_the_embedded_server_and_put_back(embedded):
             met = lesson_matrix([core.load("nowait")], embedded, ["innodb_print_all_deadlocks=ON,OFF"], 10.0)
         assert met and "[1] innodb_print_all_deadlocks=ON" in out.getvalue()
         assert control.value(conn, "SELECT @@GLOBAL.innodb_print_all_deadlocks") == before
+
+
+def test_a_read_only_variable_gets_a_second_embedded_server_started_with_it(embedded):
+    running = set(engine_server._running)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        met = lesson_matrix([core.load(str(DATA / "rollback-on-timeout.yaml"))], embedded, ["innodb_rollback_on_timeout=ON,OFF"], 10.0)
+    lines = out.getvalue().splitlines()
+    # ON: the NOWAIT failure rolled back B's whole transaction, its UPDATE of job 2 with it.
+    row = next(line for line in lines if line.startswith(" A4 line 17"))
+    assert [c.strip() for c in row.split("|")[1:]] == ["1 row (queued)", "1 row (done)"]
+    assert not met
+    # OFF is what the first server runs with: only ON needed a server of its own.
+    (restart,) = [line for line in lines if line.startswith("-- a second embedded server")]
+    assert restart.startswith("-- a second embedded server started with --innodb-rollback-on-timeout=ON: ")
+    assert set(engine_server._running) == running
+    with closing(embedded.params.connect(database=None)) as conn:
+        assert control.value(conn, "SELECT @@GLOBAL.innodb_rollback_on_timeout") == "0"
+
+
+def test_a_read_only_value_the_server_does_not_take_is_refused(embedded):
+    running = set(engine_server._running)
+    with pytest.raises(UsageError, match="innodb_rollback_on_timeout=maybe: a server started with it took OFF"):
+        lesson_matrix([core.load(str(DATA / "rollback-on-timeout.yaml"))], embedded, ["innodb_rollback_on_timeout=maybe"], 10.0)
+    assert set(engine_server._running) == running  # the server started with it is stopped
+
+
+def test_a_read_only_variable_is_refused_on_a_shared_server(local, tmp_path):
+    done = cli("run", "nowait", "--matrix", "innodb_rollback_on_timeout=ON,OFF", "--dsn", LOCAL_DSN, cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        "jobqueue-demo: --matrix innodb_rollback_on_timeout: read-only: it needs a server started with it, "
+        "done only with the private embedded server (leave out --dsn)"
+    ]
+
+
+def test_a_read_only_variable_the_cached_data_directory_cannot_start_with_is_refused(embedded):
+    template = engine_server.cache_root() / engine_server.find_server_binary().template_key
+    inode, running = template.stat().st_ino, set(engine_server._running)
+    with pytest.raises(UsageError, match=r"^--matrix: the embedded server exited .* uses page size 16384"):
+        lesson_matrix([core.load("nowait")], embedded, ["innodb_page_size=4k"], 10.0)
+    # The option was to blame, not the shared template: it is not rebuilt.
+    assert template.stat().st_ino == inode and set(engine_server._running) == running
+
+
+def test_explore_under_a_read_only_variable_finds_what_only_that_server_breaks(embedded):
+    from jobqueue_demo.cli.matrix import explore_matrix
+    from jobqueue_demo.explore.search import ExploreOptions
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        held = explore_matrix(core.load(str(DATA / "rollback-on-timeout.yaml")), embedded, ["innodb_rollback_on_timeout=ON,OFF"], ExploreOptions())
+    rows = {line.split("|")[0].strip(): [c.strip() for c in line.split("|")[1:]] for line in out.getvalue().splitlines() if "|" in line}
+    # The same NOWAIT failures under both; only under ON do they take B's earlier update with them.
+    assert rows["violated: B's update of job 2 kept"][1] == "-" and rows["violated: B's update of job 2 kept"][0] != "-"
+    assert rows["error: ERROR 1205 for B at line 12"][0] == rows["error: ERROR 1205 for B at line 12"][1] != "-"
+    assert not held and "verdict: FAILED under [1] of 2 combination(s) (exit 1)" in out.getvalue()

@@ -7,7 +7,8 @@ from dataclasses import replace
 MATRIX_HELP = (
     "NAME=V1,V2: run under each value of a server variable (or isolation, for every session); "
     "repeat for more axes, every combination is run. Prints a table of what differs. Global-only "
-    "variables are set on the private embedded server only."
+    "variables are set on the private embedded server only; for read-only ones a second embedded "
+    "server is started with the value."
 )
 
 
@@ -29,31 +30,40 @@ def lesson_matrix(loaded: list, server, texts: list[str], step_timeout: float) -
     when every combination met every expectation."""
     from .. import api as core
     from ..errors import StuckRun
-    from ..run.matrix import Column, differences, globals_set, session_settings, step_outcomes
+    from ..run.matrix import Column, Servers, differences, session_settings, step_outcomes
     from ..render.matrix import matrix_text
 
     plan = _plan(server, texts)
     all_met = True
-    for scenario in loaded:
-        columns = []
+    columns: dict[int, list] = {i: [] for i in range(len(loaded))}
+    with Servers(server) as servers:
+        # Combinations outside, scenarios inside: a server started for a combination serves them all.
         for combination in plan:
-            events: list = []
-            settings = session_settings(server, combination)
-            with globals_set(server, combination):
-                try:
-                    report = core.run(scenario, server, step_timeout, events.append, settings=settings)
-                    summary = f"all {report.checked} met" if not report.mismatches else f"{len(report.mismatches)} not met"
-                    all_met &= not report.mismatches
-                except StuckRun:
-                    summary, all_met = "stuck", False
-            columns.append(Column(combination, step_outcomes(scenario, events), summary))
-        found = differences(scenario, columns)
+            with servers.configured(combination) as target:
+                settings = session_settings(target, combination)
+                for i, scenario in enumerate(loaded):
+                    events: list = []
+                    try:
+                        report = core.run(scenario, target, step_timeout, events.append, settings=settings)
+                        summary = f"all {report.checked} met" if not report.mismatches else f"{len(report.mismatches)} not met"
+                        all_met &= not report.mismatches
+                    except StuckRun:
+                        summary, all_met = "stuck", False
+                    columns[i].append(Column(combination, step_outcomes(scenario, events), summary))
+    for i, scenario in enumerate(loaded):
+        found = differences(scenario, columns[i])
         rows = [(label, *cells) for label, cells in zip(found.labels, found.rows)]
-        rows.append(("expectations", *(c.summary for c in columns)))
+        rows.append(("expectations", *(c.summary for c in columns[i])))
         print(f"-- {scenario.path}: {len(plan)} combination(s) on {server.label}")
         print(matrix_text(plan, "step", rows))
         print(f"-- {found.same} statement(s) with the same outcome everywhere are not shown")
+    _say_restarts(servers)
     return all_met
+
+
+def _say_restarts(servers) -> None:
+    for restart in servers.restarts:
+        print(f"-- a second embedded server started with {' '.join(restart.options)}: {restart.seconds:.2f} s")
 
 
 def explore_matrix(loaded, server, texts: list[str], options) -> bool:
@@ -61,14 +71,16 @@ def explore_matrix(loaded, server, texts: list[str], options) -> bool:
     True when no combination violated an invariant or got stuck."""
     from ..explore.search import OUTCOMES
     from ..explore.search import explore as run_explore
-    from ..run.matrix import globals_set, session_settings
+    from ..run.matrix import Servers, session_settings
     from ..render.matrix import matrix_text
 
     plan = _plan(server, texts)
     reports = []
-    for combination in plan:
-        with globals_set(server, combination):
-            reports.append(run_explore(loaded, server, replace(options, settings=session_settings(server, combination))))
+    with Servers(server) as servers:
+        for combination in plan:
+            with servers.configured(combination) as target:
+                settings = session_settings(target, combination)
+                reports.append(run_explore(loaded, target, replace(options, settings=settings)))
     rows = [(kind, *(f"{r.counts[kind]:,}" for r in reports)) for kind in OUTCOMES]
     findings = list(dict.fromkeys((f.kind, f.what) for r in reports for f in r.findings))
     for kind, what in findings:
@@ -79,6 +91,7 @@ def explore_matrix(loaded, server, texts: list[str], options) -> bool:
         rows.append((f"{kind}: {what}", *cells))
     print(f"-- {loaded.path}: {len(plan)} combination(s) on {server.label}")
     print(matrix_text(plan, "schedules", rows))
+    _say_restarts(servers)
     failed = [f"[{i}]" for i, r in enumerate(reports, 1) if r.failed]
     if failed:
         print(f"verdict: FAILED under {', '.join(failed)} of {len(plan)} combination(s) (exit 1)")

@@ -281,6 +281,14 @@ def open_server(dsn: str | None = None) -> Iterator[ServerInfo]:
         yield _server_info(server.params, embedded=True)
 
 
+@contextlib.contextmanager
+def embedded_with(options: tuple[str, ...]) -> Iterator[ServerInfo]:
+    """A private server started with extra server options, e.g. `--innodb-rollback-on-timeout=ON`:
+    a read-only variable can only be given when a server starts."""
+    with EmbeddedServer(options) as server:
+        yield _server_info(server.params, embedded=True)
+
+
 def _server_info(params: ConnectParams, embedded: bool) -> ServerInfo:
     conn = params.connect()
     try:
@@ -663,7 +671,8 @@ class EmbeddedServer:
     `params` (root, no password, the socket) is valid between start and stop.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, options: tuple[str, ...] = ()) -> None:
+        self.options = options  # after ours on the command line, so they win
         self.binary: ServerBinary | None = None
         self.workdir: Path | None = None
         self._process: subprocess.Popen | None = None
@@ -689,6 +698,9 @@ class EmbeddedServer:
         try:
             self._start_from(lambda: ensure_template(binary))
         except UnusableTemplate as exc:
+            if self.options:
+                # The options are the likelier cause; a template is only rebuilt when plain starts fail.
+                raise StartFailed(f"{exc} (started with {' '.join(self.options)})") from None
             # A damaged cache (a truncated or overwritten file, files removed) would fail
             # every later run the same way; a fresh template is a few seconds.
             import logging  # only a damaged template is logged; a --dsn run never imports it
@@ -723,7 +735,7 @@ class EmbeddedServer:
         (self.workdir / FILES_DIR).mkdir()
         (self.workdir / "tmp").mkdir()
         log_path = self.workdir / ERROR_LOG_NAME
-        self._process = _launch(_server_command(binary, template, self.workdir), log_path)
+        self._process = _launch(_server_command(binary, template, self.workdir) + list(self.options), log_path)
         _wait_until_ready(self._process, self.params, log_path)
 
     def stop(self) -> None:

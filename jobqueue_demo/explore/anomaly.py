@@ -9,7 +9,14 @@ patterns are named, in the terms of Adya's and hermitage's catalogues:
   second write names the case: written (an overwrite), or only picking the row (in a queue,
   a double claim: both took the same job);
 - non-repeatable read (P2): one transaction ran the same read twice and got different
-  rows, with another session's commit in between.
+  rows, with another session's commit in between;
+- dirty read (G1a/G1b): a session running READ UNCOMMITTED read a table while another
+  session's write to it was not yet committed (and was later rolled back, or committed);
+- write skew (G2-item): two transactions each read a table the other then wrote, both
+  committed, and their writes picked different rows (the same rows would be a lost update).
+
+Tables are told from the statements' text (FROM, JOIN, UPDATE, INSERT INTO, ...) and rows
+from the written statement's WHERE, as sent: the record holds no finer grain than that.
 
 Anything else gets no sentence rather than a guessed one.
 """
@@ -28,12 +35,24 @@ ENDS = re.compile(r"^\s*(COMMIT|ROLLBACK)\b", re.IGNORECASE)
 READS = re.compile(r"^\s*(SELECT|WITH)\b", re.IGNORECASE)
 WHERE = re.compile(r"\bWHERE\b", re.IGNORECASE)
 UPDATES = re.compile(r"^\s*UPDATE\b", re.IGNORECASE)
+INSERTS = re.compile(r"^\s*(INSERT|REPLACE)\b", re.IGNORECASE)
+READ_TABLES = re.compile(r"\b(?:FROM|JOIN)\s+`?(\w+)`?", re.IGNORECASE)
+WRITE_TABLE = re.compile(r"^\s*(?:UPDATE|INSERT\s+(?:IGNORE\s+)?INTO|REPLACE\s+INTO|DELETE\s+FROM)\s+`?(\w+)`?", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class Explanation:
     anomaly: str  # e.g. "lost update (a double claim)"
     cause: str  # the steps that cause it, by their schedule labels
+
+
+@dataclass(frozen=True)
+class Pair:
+    """An anomaly between two transactions, so that a lost update is not named twice."""
+
+    first: tuple[str, int]
+    second: tuple[str, int]
+    explanation: Explanation
 
 
 @dataclass(frozen=True)
@@ -63,7 +82,15 @@ def explain(scenario, moves, events) -> list[Explanation]:
     """What the schedule's answers show, as named anomalies; empty when no pattern fits."""
     done = _answers(scenario, moves, events)
     commits = _commits(done)
-    return _lost_updates(done, commits) + _non_repeatable(done, commits)
+    lost = _lost_updates(done, commits)
+    told = {frozenset((e.first, e.second)) for e in lost}
+    uncommitted = {s.name for s in scenario.sessions if s.isolation == "read-uncommitted"}
+    return (
+        [e.explanation for e in lost]
+        + _write_skews(done, commits, told)
+        + _non_repeatable(done, commits)
+        + _dirty_reads(done, uncommitted)
+    )
 
 
 def _answers(scenario, moves, events) -> list[Done]:
@@ -121,7 +148,7 @@ def _chains(done: list[Done]) -> list[Chain]:
     return out
 
 
-def _lost_updates(done: list[Done], commits) -> list[Explanation]:
+def _lost_updates(done: list[Done], commits) -> list[Pair]:
     committed = [c for c in _chains(done) if _txn_key(c.write) in commits]
     out, told = [], set()
     for first in committed:
@@ -130,14 +157,35 @@ def _lost_updates(done: list[Done], commits) -> list[Explanation]:
             second_commit = commits[_txn_key(second.write)]
             if second.read.session == first.read.session or second.value != first.value:
                 continue
-            if not (second.read.at < first_commit.at < second_commit.at):
+            if not (second.read.at < first_commit.at < second_commit.at) or not _same_rows(first.write, second.write):
                 continue
             key = (first.write.session, second.write.session, first.name, first.value)
             if key in told:
                 continue
             told.add(key)
-            out.append(_lost_update(first, second, first_commit, second_commit))
+            explanation = _lost_update(first, second, first_commit, second_commit)
+            out.append(Pair(_txn_key(first.write), _txn_key(second.write), explanation))
     return out
+
+
+def _same_rows(one: Done, other: Done) -> bool:
+    """Whether two writes picked the same rows: the same table and, for UPDATE and DELETE, the
+    same WHERE, as sent; for an INSERT the whole statement (the rows it adds)."""
+    return _written(one) == _written(other) and _picked(one.sql) == _picked(other.sql)
+
+
+def _written(d: Done) -> str | None:
+    match = WRITE_TABLE.match(d.sql)
+    return match.group(1).lower() if match else None
+
+
+def _picked(sql: str) -> str:
+    where = None if INSERTS.match(sql) else WHERE.search(sql)
+    return " ".join(sql[where.end() if where else 0 :].split()).rstrip(";")
+
+
+def _read_tables(d: Done) -> set[str]:
+    return {t.lower() for t in READ_TABLES.findall(d.sql)} if READS.match(d.sql) else set()
 
 
 def _lost_update(first: Chain, second: Chain, first_commit: Done, second_commit: Done) -> Explanation:
@@ -184,6 +232,100 @@ def _non_repeatable(done: list[Done], commits) -> list[Explanation]:
         )
         out.append(Explanation("non-repeatable read", cause))
     return out
+
+
+def _write_skews(done: list[Done], commits, told: set) -> list[Explanation]:
+    """Two committed transactions, each reading before the other's commit a table the other
+    wrote there: a cycle of read-write dependencies (G2-item) over different rows."""
+    steps = [d for d in done if d.txn is not None and d.event.result.error is None and _txn_key(d) in commits]
+    out, seen = [], set()
+    for a_read in steps:
+        for b_read in steps:
+            a, b = _txn_key(a_read), _txn_key(b_read)
+            if a_read.session >= b_read.session or frozenset((a, b)) in told | seen:
+                continue
+            a_commit, b_commit = commits[a], commits[b]
+            if not (a_read.at < b_commit.at and b_read.at < a_commit.at):
+                continue
+            a_write = _write_of(steps, a, a_read, _read_tables(b_read))
+            b_write = _write_of(steps, b, b_read, _read_tables(a_read))
+            if a_write is None or b_write is None or _same_rows(a_write, b_write):
+                continue
+            seen.add(frozenset((a, b)))
+            out.append(_write_skew(a_read, b_read, a_write, b_write, a_commit, b_commit))
+    return out
+
+
+def _write_of(steps: list[Done], txn: tuple[str, int], after: Done, tables: set[str]) -> Done | None:
+    """The transaction's first write, after its read, to a table the other transaction read."""
+    return next(
+        (d for d in steps if _txn_key(d) == txn and d.at > after.at and _written(d) in tables and d.event.result.affected),
+        None,
+    )
+
+
+def _write_skew(a_read: Done, b_read: Done, a_write: Done, b_write: Done, a_commit: Done, b_commit: Done) -> Explanation:
+    a, b = a_read.session, b_read.session
+    table = _written(a_write)
+    changed = f"added different rows to {table}" if INSERTS.match(a_write.sql) else f"changed different rows of {table}"
+    cause = (
+        f"{a} read {_named(a_read, b_write)} at {a_read.label} and {b} read {_named(b_read, a_write)} at "
+        f"{b_read.label}, each before the other's commit; {a}'s write at {a_write.label} and {b}'s at "
+        f"{b_write.label} then {changed}, a table the other had read, and both "
+        f"committed ({a} at {a_commit.label}, {b} at {b_commit.label}): each acted on what the other's write "
+        "made untrue."
+    )
+    return Explanation("write skew", cause)
+
+
+def _named(read: Done, write: Done) -> str:
+    """What a read saw of the table the other side wrote: its capture, else the table."""
+    if read.step.capture and read.event.result.rows:
+        return f"{read.step.capture} = {_text(read.event.result.rows[0][0])}"
+    return _written(write) or "the table"
+
+
+def _dirty_reads(done: list[Done], uncommitted: set[str]) -> list[Explanation]:
+    """A READ UNCOMMITTED read of a table while another session's write to it was open."""
+    out = []
+    for read in done:
+        tables = _read_tables(read)
+        if read.session not in uncommitted or not tables or read.event.result.error is not None:
+            continue
+        open_writes = [
+            (d, end)
+            for d in done[: read.at]
+            if d.session != read.session and d.txn is not None and _written(d) in tables and d.event.result.affected
+            and d.event.result.error is None and ((end := _end(done, d)) is None or end.at > read.at)
+        ]
+        if open_writes:
+            out.append(_dirty_read(done, read, *open_writes[-1]))
+    return out
+
+
+def _end(done: list[Done], write: Done) -> Done | None:
+    """The COMMIT or ROLLBACK that ended the write's transaction; None if nothing did."""
+    return next((d for d in done[write.at + 1 :] if d.session == write.session and ENDS.match(d.sql)), None)
+
+
+def _dirty_read(done: list[Done], read: Done, write: Done, end: Done | None) -> Explanation:
+    """How the writer's transaction went on tells which dirty read: of a write later rolled
+    back (G1a), of a state a later write of the same transaction replaced (G1b), or plain."""
+    a = write.session
+    again = next((d for d in done[read.at + 1 :] if _txn_key(d) == _txn_key(write) and _written(d) == _written(write)), None)
+    if end is None:
+        rest = f", which {a} never committed: the schedule ends with it undone"
+    elif not end.sql.split()[0].upper().startswith("COMMIT"):
+        rest = f" and before {a}'s rollback at {end.label}: a value that was never committed"
+    elif again is not None and again.at < end.at:
+        rest = f" and before {a}'s next write at {again.label} and commit at {end.label}: a state no committed transaction left"
+    else:
+        rest = f" and before {a}'s commit at {end.label}"
+    cause = (
+        f"{read.session} read {_named(read, write)} at {read.label} under READ UNCOMMITTED, after {a}'s write at "
+        f"{write.label}{rest}."
+    )
+    return Explanation("dirty read", cause)
 
 
 def _committed(done: Done) -> str:

@@ -4,7 +4,10 @@ Each axis names a server variable (or `isolation`, the sessions' isolation level
 server's own variable name) and the values to try. A variable a session may set is set on
 every session of the run (after the scenario's own settings, so the matrix wins). A
 variable the server takes only globally is set with SET GLOBAL on the private embedded
-server and put back afterwards; on a --dsn server, shared with others, it is refused. The
+server and put back afterwards. A read-only one (given only when a server starts) gets a
+second private server started with it as an option, used while consecutive combinations
+want the same values and then stopped: the first server is never changed, so nothing needs
+putting back. On a --dsn server, shared with others, both kinds are refused. The
 outcome of each step under each combination is compared, hermitage-style: the table keeps
 the steps whose outcome differs.
 """
@@ -13,11 +16,13 @@ from __future__ import annotations
 
 import itertools
 import re
-from contextlib import closing, contextmanager
+import time
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 
 from ..engine import control
-from ..errors import UsageError
+from ..engine.server import embedded_with
+from ..errors import StartFailed, UsageError
 from ..scenario.model import ISOLATION_LEVELS, Scenario, Statement
 from . import events as ev
 
@@ -26,6 +31,7 @@ ER_GLOBAL_VARIABLE = 1229
 ER_WRONG_VALUE_FOR_VAR = 1231
 ER_WRONG_TYPE_FOR_VAR = 1232
 ER_INCORRECT_GLOBAL_LOCAL_VAR = 1238
+SESSION, GLOBAL, STARTUP = "SESSION", "GLOBAL", "STARTUP"
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 VALUE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -34,7 +40,7 @@ VALUE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 class Axis:
     name: str
     values: tuple[str, ...]
-    scope: str = "SESSION"  # or GLOBAL: set on the embedded server only
+    scope: str = SESSION  # or GLOBAL, STARTUP: on the embedded server only
 
 
 @dataclass(frozen=True)
@@ -84,21 +90,35 @@ def classify(server, axes: list[Axis]) -> list[Axis]:
     out = []
     with closing(server.params.connect(database=None)) as conn:
         for axis in axes:
-            scope = "SESSION"
+            scope = SESSION
             for value in axis.values:
                 try:
                     control.execute(conn, "SET SESSION " + _assignment(server, Setting(axis.name, value, scope)))
                 except control.ControlError as e:
-                    if e.errno != ER_GLOBAL_VARIABLE:
-                        raise UsageError(f"--matrix {axis.name}={value}: {_refusal(e.errno)}") from None
-                    scope = "GLOBAL"
-            if scope == "GLOBAL" and not server.embedded:
-                raise UsageError(
-                    f"--matrix {axis.name}: a global-only variable, set only on the private embedded server "
-                    "(leave out --dsn); a shared server's globals are not changed"
-                )
+                    scope = _scope_after(axis.name, value, e.errno)
+                    if scope == STARTUP:
+                        break  # a value is checked when a server starts with it
+            if scope != SESSION and not server.embedded:
+                raise UsageError(f"--matrix {axis.name}: {_shared_refusal(scope)}")
             out.append(Axis(axis.name, axis.values, scope))
     return out
+
+
+def _scope_after(name: str, value: str, errno: int) -> str:
+    if errno == ER_GLOBAL_VARIABLE:
+        return GLOBAL
+    if errno == ER_INCORRECT_GLOBAL_LOCAL_VAR:
+        return STARTUP
+    raise UsageError(f"--matrix {name}={value}: {_refusal(errno)}")
+
+
+def _shared_refusal(scope: str) -> str:
+    if scope == GLOBAL:
+        return (
+            "a global-only variable, set only on the private embedded server (leave out --dsn); "
+            "a shared server's globals are not changed"
+        )
+    return "read-only: it needs a server started with it, done only with the private embedded server (leave out --dsn)"
 
 
 def _refusal(errno: int) -> str:
@@ -106,8 +126,6 @@ def _refusal(errno: int) -> str:
         return "the server has no such variable"
     if errno in (ER_WRONG_VALUE_FOR_VAR, ER_WRONG_TYPE_FOR_VAR):
         return "the server refuses this value"
-    if errno == ER_INCORRECT_GLOBAL_LOCAL_VAR:
-        return "read-only: it can only be set when the server starts"
     return f"the server refused it (ERROR {errno})"
 
 
@@ -120,13 +138,13 @@ def combinations(axes: list[Axis]) -> list[tuple[Setting, ...]]:
 
 def session_settings(server, combination: tuple[Setting, ...]) -> tuple[str, ...]:
     """The SET SESSION assignments every session of a run takes."""
-    return tuple(_assignment(server, s) for s in combination if s.scope == "SESSION")
+    return tuple(_assignment(server, s) for s in combination if s.scope == SESSION)
 
 
 @contextmanager
 def globals_set(server, combination: tuple[Setting, ...]):
     """The global settings of a combination, on the embedded server, put back afterwards."""
-    wanted = [s for s in combination if s.scope == "GLOBAL"]
+    wanted = [s for s in combination if s.scope == GLOBAL]
     if not wanted:
         yield
         return
@@ -139,6 +157,80 @@ def globals_set(server, combination: tuple[Setting, ...]):
         finally:
             for name, value in before.items():
                 control.execute(conn, f"SET GLOBAL {name} = {_literal(value)}")
+
+
+@dataclass(frozen=True)
+class Restart:
+    """A server started for combinations whose read-only settings differ from the first server's."""
+
+    options: tuple[str, ...]  # e.g. ("--innodb-rollback-on-timeout=ON",)
+    seconds: float  # from starting it to its first connection
+
+
+class Servers:
+    """The server each combination runs on: the given one, or one started with its read-only
+    settings as options, kept while the next combination wants the same and stopped after."""
+
+    def __init__(self, server):
+        self.server = server
+        self.current = (), server  # the options, and the server started with them
+        self.stack = ExitStack()
+        self.restarts: list[Restart] = []
+        # A combination wanting the first server's own values of read-only variables needs no restart.
+        self.running = _global_values(server)
+
+    def __enter__(self) -> Servers:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stack.close()
+
+    @contextmanager
+    def configured(self, combination: tuple[Setting, ...]):
+        """The server for one combination, its global settings set and put back around it."""
+        server = self._started(tuple(s for s in combination if s.scope == STARTUP and not _holds(self.running, s)))
+        with globals_set(server, combination):
+            yield server
+
+    def _started(self, settings: tuple[Setting, ...]):
+        options = tuple(f"--{s.name.replace('_', '-')}={s.value}" for s in settings)
+        if options == self.current[0]:
+            return self.current[1]
+        self.stack.close()
+        self.current = (), self.server
+        if not options:
+            return self.server
+        began = time.perf_counter()
+        try:
+            started = self.stack.enter_context(embedded_with(options))
+        except StartFailed as e:
+            raise UsageError(f"--matrix: {e}") from None
+        self.restarts.append(Restart(options, time.perf_counter() - began))
+        self.current = options, started
+        _check_taken(started, settings)
+        return started
+
+
+def _check_taken(server, settings: tuple[Setting, ...]) -> None:
+    """A server may start with a value it does not understand, warning and taking another."""
+    took = _global_values(server)
+    for s in settings:
+        if not _holds(took, s):
+            raise UsageError(
+                f"--matrix {s}: a server started with it took {took.get(s.name.lower())}; "
+                "give the value as the server shows it"
+            )
+
+
+def _holds(values: dict[str, str], setting: Setting) -> bool:
+    return values.get(setting.name.lower(), "").lower() == setting.value.lower()
+
+
+def _global_values(server) -> dict[str, str]:
+    """Every global variable's value as text, by its name in lower case."""
+    with closing(server.params.connect(database=None)) as conn:
+        found = control.rows(conn, "SHOW GLOBAL VARIABLES")
+    return {control.text(n).lower(): control.text(v) or "" for n, v in found}
 
 
 # -- comparing the runs -----------------------------------------------------------------------
