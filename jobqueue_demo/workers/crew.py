@@ -570,14 +570,17 @@ def row_lock_waits_scope(server: ServerInfo) -> str:
 
 
 def _specs(config: WorkersConfig, server: ServerInfo, database: str) -> list[WorkerSpec]:
-    isolation = server.dialect.set_session([server.dialect.isolation_setting(config.isolation)])
+    dialect = server.dialect
+    settings = dialect.set_session(
+        [dialect.isolation_setting(config.isolation), dialect.row_lock_timeout(claimers.LOCK_WAIT_TIMEOUT_S)]
+    )
     return [
         WorkerSpec(
             index=i,
             params=server.params,
             database=database,
             strategy=config.strategy,
-            session_sql=(isolation,),
+            session_sql=(settings,),
             batch=config.batch,
             work_ms=config.work_ms,
             idempotency_key=config.idempotency_key,
