@@ -26,12 +26,12 @@ from pathlib import Path
 
 from . import claimers
 from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed, WorkerSpec
-from ..errors import ServerError, UsageError
+from ..errors import ServerError, UsageError, WorkersStuck
 from .lifeline import RUN_PID_ENV
 from ..engine.owner import hold_for_life
 from ..engine.scratch import ScratchDatabase
 from ..engine.server import ServerInfo
-from .stall import WorkersStuck, diagnose
+from .stall import diagnose
 from .strategies import STRATEGIES
 
 ISOLATIONS = ("read-committed", "repeatable-read")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..engine.lock_waits import as_text, row_lock_waits
-from ..errors import ServerError, StuckError
+from ..errors import ServerError
 
 
 @dataclass(frozen=True)
@@ -52,14 +52,6 @@ class Diagnosis:
 
     def as_dict(self) -> dict:
         return {"waits": [asdict(w) for w in self.waits], "note": self.note}
-
-
-class WorkersStuck(StuckError):
-    """No job completed for the stall window; `diagnosis` says what the workers wait for."""
-
-    def __init__(self, message: str, diagnosis: Diagnosis):
-        super().__init__(message)
-        self.diagnosis = diagnosis
 
 
 def diagnose(scratch, threads: dict[int, int]) -> Diagnosis:
