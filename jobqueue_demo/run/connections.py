@@ -7,16 +7,19 @@ Opened once, reset between explore's schedules, and closed leaving nothing behin
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from ..engine import control
 from ..engine.scratch import ScratchDatabase
 from ..engine.server import ServerInfo
 from ..engine.session import Session
-from ..engine.snapshot import Survey, TableSnapshot, survey
 from ..engine.waits import WaitMonitor
 from ..errors import ScenarioError, ServerError
 from ..scenario.model import Scenario, SessionSpec
 from .settle import POLL_FIRST_S, POLL_MAX_S
+
+if TYPE_CHECKING:  # explore's resets only: imported where they are made, off run's start-up
+    from ..engine.snapshot import Survey, TableSnapshot
 
 
 class Connections:
@@ -60,9 +63,13 @@ class Connections:
             self._run_setup()
 
     def survey(self) -> Survey:
+        from ..engine.snapshot import survey
+
         return survey(self.scratch)
 
     def snapshot(self, tables: tuple[str, ...]) -> TableSnapshot:
+        from ..engine.snapshot import TableSnapshot
+
         return TableSnapshot(self.scratch, tables)
 
     def restart_sessions(self) -> None:

@@ -13,20 +13,24 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..engine.deadlock import DeadlockCycle, read_deadlock
 from ..engine.mysql_errors import ER_LOCK_DEADLOCK
 from ..engine.result import Result
 from ..engine.server import ServerInfo
 from ..engine.session import Session, answer
-from ..engine.snapshot import Survey, TableSnapshot
 from ..errors import StuckError
 from ..scenario.model import Fault, Locks, Narration, Scenario, Statement
-from . import chain, faults, stuck
 from . import events as ev
+from . import faults
 from .captures import Captures
 from .connections import Connections
 from .settle import Answered, Patience, settle
+
+if TYPE_CHECKING:  # imported where a deadlock, a stuck run or explore needs them, off run's start-up
+    from ..engine.deadlock import DeadlockCycle
+    from ..engine.snapshot import Survey, TableSnapshot
+    from .chain import WaitChain
 
 
 @dataclass(frozen=True)
@@ -212,6 +216,8 @@ class Driver:
         explore classifies schedules)."""
         if result.error is None or result.error.errno != ER_LOCK_DEADLOCK or not self.options.name_blockers:
             return None
+        from ..engine.deadlock import read_deadlock
+
         return read_deadlock(self.conns.monitor, self.database, self.conns.names(), session.thread_id)
 
     def _waiting(self, session: Session, kind: str) -> ev.Waiting:
@@ -230,6 +236,8 @@ class Driver:
 
     def stuck(self, index: int, what: str, waiting: list[Session]) -> Iterator[ev.Event]:
         """Tell the whole waits-for chain as an event, then end the run with it."""
+        from . import stuck
+
         found = self._wait_chain(waiting)
         yield ev.Stuck(index, what, found)
         raise StuckError(stuck.message(self.scenario, index, what, waiting, found))
@@ -239,10 +247,14 @@ class Driver:
         waiting = self.still_running()
         if not waiting:
             return None
+        from . import stuck
+
         index = len(self.scenario.steps)
         return stuck.message(self.scenario, index, what, waiting, self._wait_chain(waiting))
 
-    def _wait_chain(self, waiting: list[Session]) -> chain.WaitChain:
+    def _wait_chain(self, waiting: list[Session]) -> WaitChain:
+        from . import stuck
+
         conns = self.conns
         scene = stuck.Scene(conns.sessions, self._waits, conns.monitor, conns.names, self.options.name_blockers)
         return stuck.wait_chain(scene, waiting)
