@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from .scratch import ScratchDatabase
-from .waits import THREAD_ID, TRX_HEADER
+from .waits import transaction_blocks
 
 WAITING_MODE = re.compile(r"trx id \d+ (lock[ _]mode \S+[^\n]*?) waiting")
 
@@ -37,13 +37,11 @@ def _waiting_modes(scratch) -> dict[int, tuple[str, str]]:
     """Thread id -> (the full mode of the lock it waits for, its monitor block), from the InnoDB monitor's text."""
     text = as_text(scratch.rows("SHOW ENGINE INNODB STATUS")[0][-1])
     out = {}
-    starts = [m.start() for m in TRX_HEADER.finditer(text)] + [len(text)]
-    for begin, end in zip(starts, starts[1:]):
-        block = text[begin:end]
-        thread, mode = THREAD_ID.search(block), WAITING_MODE.search(block)
-        if thread and mode:
+    for thread, block in transaction_blocks(text):
+        mode = WAITING_MODE.search(block)
+        if mode:
             full = mode.group(1).replace("lock_mode ", "").replace("lock mode ", "")
-            out[int(thread.group(1))] = (full, " ".join(block.split()))
+            out[thread] = (full, " ".join(block.split()))
     return out
 
 
