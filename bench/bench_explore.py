@@ -51,18 +51,13 @@ def explore_rate(scenario, server, **options) -> float:
 def reset_ms(scenario, server, statement: str | None) -> float:
     """One reset of the tables after setup: the snapshot restore, or `statement` with {db}."""
     with ScheduleRunner(Space(scenario, ()), server, ExploreOptions()) as worker:
-        control = worker.driver.control
         sql = statement.format(db=worker.driver.database) if statement else None
         started = time.perf_counter()
         for _ in range(RESETS):
             if sql is None:
                 worker.reset()
             else:
-                control.query(sql.encode())
-                while True:
-                    control.store_result()
-                    if control.next_result() != 0:
-                        break
+                worker.driver.conns.execute(sql)
         return (time.perf_counter() - started) * 1000.0 / RESETS
 
 

@@ -8,9 +8,12 @@ from collections.abc import Callable
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 from .errors import RecordError, ScenarioError, StuckError, StuckRun
-from .scenario.loader import load_scenario, scenario_from_text
-from .scenario.model import Scenario
+
+if TYPE_CHECKING:
+    from .scenario.model import Scenario
 
 
 @dataclass
@@ -23,6 +26,7 @@ class RunReport:
 
 def load(name: str) -> Scenario:
     from .scenario.lessons import resolve
+    from .scenario.loader import load_scenario
 
     return load_scenario(resolve(name))
 
@@ -41,6 +45,13 @@ def server(dsn: str | None, allow_shared_user: bool = False):
             with closing(info.params.connect(database=None)) as conn:
                 sweep_server(conn)
         yield replace(info, shared_user=allow_shared_user)
+
+
+def note_interrupt() -> None:
+    """From now on every wait of this process is short: it is about to exit (engine/bounded.py)."""
+    from .engine.bounded import note_interrupt as bound_waits
+
+    bound_waits()
 
 
 @dataclass
@@ -114,6 +125,7 @@ def record(scenario: Scenario, server, step_timeout: float) -> int:
     """
     from .run.record import rewrite
     from .safe_write import check_writable, write_file
+    from .scenario.loader import scenario_from_text
     from .run.verify import check, outcomes
 
     check_writable(scenario.path)
@@ -158,3 +170,132 @@ def lesson_page(scenario: Scenario, server, step_timeout: float, fmt: str, show_
         )
     facts = LessonFacts(scenario, tuple(report.events), verified_line(server, report.ran_on), lesson_name(scenario))
     return render_page(facts, fmt)
+
+
+# -- explore ------------------------------------------------------------------------------
+
+
+def explore_options(
+    faults: str, max_schedules: int | None, sample: int | None, seed: int | None, jobs: int, step_timeout: float
+):
+    """ExploreOptions from the command's values; UsageError for combinations that exclude each other."""
+    import secrets
+
+    from .errors import UsageError
+    from .explore.search import ExploreOptions
+
+    if seed is not None and sample is None:
+        raise UsageError("--seed applies to --sample only")
+    if sample is not None and max_schedules is not None:
+        raise UsageError("--sample and --max-schedules exclude each other")
+    return ExploreOptions(
+        faults=tuple(dict.fromkeys(f.strip() for f in faults.split(",") if f.strip())),
+        max_schedules=max_schedules,
+        sample=sample,
+        seed=secrets.randbelow(2**31) if seed is None else seed,
+        jobs=jobs,
+        step_timeout=step_timeout,
+    )
+
+
+def explore_planned(scenario: Scenario, options) -> int:
+    """How many schedules the exploration runs at most; UsageError when it is not runnable."""
+    from .explore.search import planned
+
+    return planned(scenario, options)
+
+
+def explore_advice(scenario: Scenario) -> str | None:
+    """What the report may honestly say before it starts (explore/advice.py)."""
+    from .explore.advice import advice
+
+    return advice(scenario, lesson_name(scenario))
+
+
+def explore(scenario: Scenario, server, options, on_schedule: Callable | None = None):
+    """Every interleaving (or a sample) run and checked; the Report."""
+    from .explore.search import explore as run_explore
+
+    return run_explore(scenario, server, options, on_schedule)
+
+
+# -- lessons ------------------------------------------------------------------------------
+
+
+def lessons() -> list:
+    """The shipped lessons, each with its summary, sessions and explore variants."""
+    from .scenario.lessons import catalogue
+
+    return catalogue()
+
+
+def variant_of(name: str) -> tuple[str, ...]:
+    """The lessons a lesson is the explore variant of."""
+    return next((entry.variant_of for entry in lessons() if entry.name == name), ())
+
+
+# -- workers and bench --------------------------------------------------------------------
+
+
+def strategies() -> tuple:
+    """The claim strategies, in the order the help lists them (workers/strategies.py)."""
+    from .workers.strategies import REGISTRY
+
+    return REGISTRY
+
+
+def workers_config(**values):
+    """A checked WorkersConfig; UsageError (one line) for values that cannot make a meaningful run."""
+    from .workers.crew import WorkersConfig, validate
+
+    config = WorkersConfig(**values)
+    validate(config)
+    return config
+
+
+def run_workers(config, server, on_progress: Callable | None = None):
+    """The workers run to the end and checked: a WorkersSummary. Raises WorkersStuck (a
+    StuckError with the server's waits-for picture) when no job completes for the stall window."""
+    from .workers.crew import run_workers as run_crew
+
+    return run_crew(config, server, on_progress)
+
+
+def sweep_config(
+    strategies: str, workers: str | None, isolations: str, jobs: int | None, full: bool, batch: int, work_ms: float,
+    repeat: int, kill: int,
+):
+    """A checked SweepConfig from the command's comma-separated values and defaults."""
+    from .workers.crew import ISOLATIONS
+    from .workers.sweep import (
+        FULL_JOBS, QUICK_JOBS, QUICK_WORKERS, SWEEPABLE, WORKER_COUNTS, SweepConfig, parse_counts, parse_names,
+        validate_sweep,
+    )
+
+    default_workers = ",".join(str(n) for n in (WORKER_COUNTS if full else QUICK_WORKERS))
+    config = SweepConfig(
+        strategies=parse_names(strategies, SWEEPABLE, "strategy"),
+        workers=parse_counts(workers or default_workers),
+        isolations=parse_names(isolations, ISOLATIONS, "isolation"),
+        jobs=jobs or (FULL_JOBS if full else QUICK_JOBS),
+        batch=batch,
+        work_ms=work_ms,
+        repeat=repeat,
+        kill=kill,
+    )
+    validate_sweep(config)
+    return config
+
+
+def sweep(config, server, on_row: Callable | None = None, on_step: Callable | None = None):
+    """Strategies x workers x isolation, each step next to the same-run ceiling: a SweepResult."""
+    from .workers.sweep import sweep as run_sweep
+
+    return run_sweep(config, server, on_row, on_step)
+
+
+def write_plot(result, path: str) -> bool:
+    """The sweep's plot written to `path`; False when matplotlib is not installed."""
+    from .workers.sweep import write_plot as plot
+
+    return plot(result, path)

@@ -84,6 +84,14 @@ class ExpectationsNotMet(MismatchError):
         self.mismatches = mismatches
 
 
+class WorkersStuck(StuckError):
+    """No job completed for the stall window; `diagnosis` (workers/stall.py) says what the workers wait for."""
+
+    def __init__(self, message: str, diagnosis):
+        super().__init__(message)
+        self.diagnosis = diagnosis
+
+
 class StuckRun(StuckError):
     """A run that got stuck; `mismatches` lists the differences met before it stopped."""
 

@@ -44,40 +44,24 @@ def explore(
       jobqueue-demo explore skip-locked-explore --sample 200 --seed 7 --json
       jobqueue-demo explore claim-without-lock-explore --matrix innodb_snapshot_isolation=ON,OFF
     """
-    import secrets
-
     from .. import api as core
-    from ..explore.search import ExploreOptions, planned
-    from ..explore.search import explore as run_explore
-    from ..explore.advice import advice
     from ..render.explore_report import as_dict, print_report, verdict
     from ..render.late_progress import LateProgress
 
-    if seed is not None and sample is None:
-        raise UsageError("--seed applies to --sample only")
-    if sample is not None and max_schedules is not None:
-        raise UsageError("--sample and --max-schedules exclude each other")
-    options = ExploreOptions(
-        faults=tuple(dict.fromkeys(f.strip() for f in faults.split(",") if f.strip())),
-        max_schedules=max_schedules,
-        sample=sample,
-        seed=secrets.randbelow(2**31) if seed is None else seed,
-        jobs=jobs,
-        step_timeout=step_timeout,
-    )
+    options = core.explore_options(faults, max_schedules, sample, seed, jobs, step_timeout)
     loaded = core.load(scenario)
-    at_most = planned(loaded, options)
+    at_most = core.explore_planned(loaded, options)
     if matrix:
         _explore_matrix(loaded, dsn, matrix, options, as_json)
         return
-    note = advice(loaded, core.lesson_name(loaded))
+    note = core.explore_advice(loaded)
     if note and not as_json:
         print(f"-- {note}")
     with server_for(dsn) as server:
         heading(f"-- {loaded.title}: exploring on {server.label} ({server.where})", as_json)
         # Waits take some schedules out of the space, so a run may end before the bar is full.
         with LateProgress("schedules", at_most, quiet=as_json) as advance:
-            report = run_explore(loaded, server, options, lambda _: advance())
+            report = core.explore(loaded, server, options, lambda _: advance())
     if as_json:
         print(json.dumps({**as_dict(report), "note": note}, indent=2, ensure_ascii=False))
     else:

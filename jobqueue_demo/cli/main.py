@@ -27,14 +27,14 @@ _interrupted = False
 
 def _interrupt(signum, frame) -> None:
     """The first stop signal interrupts; later ones must not break the clean-up it started."""
-    from ..engine.bounded import note_interrupt
+    from .. import api as core
 
     global _interrupted
     _interrupted = True
     for stop in STOP_SIGNALS:
         signal.signal(stop, _cleaning_up)
     # Bounds the clean-up's waits, so a server that no longer answers cannot hold it.
-    note_interrupt()
+    core.note_interrupt()
     raise KeyboardInterrupt
 
 

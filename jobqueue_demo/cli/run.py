@@ -329,10 +329,10 @@ def lessons() -> None:
       jobqueue-demo lessons
       jobqueue-demo run nowait
     """
+    from .. import api as core
     from ..errors import EXIT_USAGE
-    from ..scenario.lessons import catalogue
 
-    found = catalogue()
+    found = core.lessons()
     width = max((len(lesson.name) for lesson in found), default=0)
     variants_said = False
     for lesson in found:

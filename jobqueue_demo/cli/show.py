@@ -22,12 +22,10 @@ def show(
     """
     from .. import api as core
     from ..render.lesson_card import card
-    from ..scenario.lessons import catalogue
 
     loaded = core.load(lesson)
     if source:
         print(loaded.source, end="" if loaded.source.endswith("\n") else "\n")
         return
     name = core.lesson_name(loaded)
-    variant_of = next((entry.variant_of for entry in catalogue() if entry.name == name), ())
-    print("\n".join(card(loaded, name, variant_of)))
+    print("\n".join(card(loaded, name, core.variant_of(name))))

@@ -8,9 +8,11 @@ from typing import Optional
 
 import typer
 
-from ..workers.strategies import REGISTRY
+from .. import api as core
 from .shared import Dsn, app, say
-from ..errors import EXIT_MISMATCH
+from ..errors import EXIT_MISMATCH, WorkersStuck
+
+REGISTRY = core.strategies()
 
 STRATEGY_HELP = (
     "Claim strategy: "
@@ -68,14 +70,10 @@ def workers_command(
       jobqueue-demo workers -w 4 --kill 2 --idempotency-key --json
       jobqueue-demo workers -w 8 --jobs 600 --work-ms 5 --kill 3 --strategy lease-heartbeat
     """
-    from .. import api as core
-    from ..workers.stall import WorkersStuck
-    from ..workers.crew import WorkersConfig, run_workers, validate
-
-    config = WorkersConfig(
-        strategy, isolation, workers, jobs, batch, work_ms, kill, idempotency_key, state_order=state_order, lease_ms=lease_ms
+    config = core.workers_config(
+        strategy=strategy, isolation=isolation, workers=workers, jobs=jobs, batch=batch, work_ms=work_ms, kill=kill,
+        idempotency_key=idempotency_key, state_order=state_order, lease_ms=lease_ms,
     )
-    validate(config)
     out, err = _consoles()
     with core.server(dsn) as server:
         say(
@@ -83,7 +81,7 @@ def workers_command(
             f"on {server.label} ({server.where})"
         )
         try:
-            summary = _run_live(config, server, err) if err.is_terminal and not as_json else run_workers(config, server)
+            summary = _run_live(config, server, err) if err.is_terminal and not as_json else core.run_workers(config, server)
         except WorkersStuck as stuck:
             _report_stuck(stuck, as_json)
             raise
@@ -94,10 +92,9 @@ def workers_command(
 
 def _run_live(config, server, err):
     from ..render.live import live_progress
-    from ..workers.crew import run_workers
 
     with live_progress(err) as show:
-        return run_workers(config, server, show)
+        return core.run_workers(config, server, show)
 
 
 def _report_stuck(stuck, as_json: bool) -> None:
@@ -158,30 +155,12 @@ def bench_command(
       jobqueue-demo bench
       jobqueue-demo bench --jobs 300 --workers 2,4 --strategies skip-locked,lease --kill 1 --json
     """
-    from .. import api as core
-    from ..workers.sweep import (
-        FULL_JOBS, QUICK_JOBS, QUICK_WORKERS, SWEEPABLE, WORKER_COUNTS, SweepConfig, parse_counts, parse_names,
-        validate_sweep, write_plot,
-    )
-    from ..workers.crew import ISOLATIONS
-
-    default_workers = ",".join(str(n) for n in (WORKER_COUNTS if full else QUICK_WORKERS))
-    config = SweepConfig(
-        strategies=parse_names(strategies, SWEEPABLE, "strategy"),
-        workers=parse_counts(workers or default_workers),
-        isolations=parse_names(isolations, ISOLATIONS, "isolation"),
-        jobs=jobs or (FULL_JOBS if full else QUICK_JOBS),
-        batch=batch,
-        work_ms=work_ms,
-        repeat=repeat,
-        kill=kill,
-    )
-    validate_sweep(config)
+    config = core.sweep_config(strategies, workers, isolations, jobs, full, batch, work_ms, repeat, kill)
     _, err = _consoles()
     with core.server(dsn) as server:
         say(f"-- bench on {server.label} ({server.where}): {config.runs} runs")
         result = _sweep_with_progress(config, server, err, as_json)
-    plotted = bool(plot) and write_plot(result, plot)
+    plotted = bool(plot) and core.write_plot(result, plot)
     if as_json:
         print(json.dumps({**result.as_dict(), "plot": plot if plotted else None}))
         return
@@ -198,14 +177,12 @@ def bench_command(
 
 def _sweep_with_progress(config, server, err, as_json: bool):
     """N of M and the time left: a bar on a terminal, else a line per run (none under --json)."""
-    from ..workers.sweep import sweep
-
     if err.is_terminal:
         from ..render.live import bench_progress
 
         with bench_progress(err, config.runs) as step:
-            return sweep(config, server, on_step=step)
-    return sweep(config, server, None if as_json else _row_printer(), None if as_json else _step_printer(config.runs))
+            return core.sweep(config, server, on_step=step)
+    return core.sweep(config, server, None if as_json else _row_printer(), None if as_json else _step_printer(config.runs))
 
 
 def _step_printer(total: int):

@@ -26,6 +26,14 @@ class MySqlDialect:
         """The `SET SESSION` assignment for a level named as scenarios name it (read-committed)."""
         return f"{self.isolation_variable} = '{level.upper()}'"
 
+    def row_lock_timeout(self, seconds: int) -> str:
+        """The assignment bounding a wait for a row lock (InnoDB's own variable)."""
+        return f"innodb_lock_wait_timeout = {int(seconds)}"
+
+    def metadata_lock_timeout(self, seconds: int) -> str:
+        """The assignment bounding a wait for a table's metadata lock."""
+        return f"lock_wait_timeout = {int(seconds)}"
+
     def set_session(self, settings: list[str]) -> str:
         return "SET SESSION " + ", ".join(settings)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .control import rows as control_rows
@@ -59,19 +60,25 @@ class TrxStatus:
     waiting_for: str = ""  # e.g. "jobs PRIMARY X", from the lock it waits for
 
 
-def parse_innodb_status(text: str) -> dict[int, TrxStatus]:
-    """Thread id -> its transaction's state, from the TRANSACTIONS part of the monitor output."""
-    out = {}
+def transaction_blocks(text: str) -> Iterator[tuple[int, str]]:
+    """(client thread id, its block) for each transaction of the monitor output that has a client."""
     starts = [m.start() for m in TRX_HEADER.finditer(text)] + [len(text)]
     for begin, end in zip(starts, starts[1:]):
         block = text[begin:end]
         thread = THREAD_ID.search(block)
         if thread:
-            lock_wait = any(line.startswith("LOCK WAIT") for line in block.splitlines())
-            header = block.split("\n", 1)[0]
-            wanted = WAITING_LOCK.search(block) if lock_wait else None
-            waiting_for = f"{wanted.group(2)} {wanted.group(1)} {wanted.group(3)}" if wanted else ""
-            out[int(thread.group(1))] = TrxStatus(", ACTIVE" in header, lock_wait, waiting_for)
+            yield int(thread.group(1)), block
+
+
+def parse_innodb_status(text: str) -> dict[int, TrxStatus]:
+    """Thread id -> its transaction's state, from the TRANSACTIONS part of the monitor output."""
+    out = {}
+    for thread, block in transaction_blocks(text):
+        lock_wait = any(line.startswith("LOCK WAIT") for line in block.splitlines())
+        header = block.split("\n", 1)[0]
+        wanted = WAITING_LOCK.search(block) if lock_wait else None
+        waiting_for = f"{wanted.group(2)} {wanted.group(1)} {wanted.group(3)}" if wanted else ""
+        out[thread] = TrxStatus(", ACTIVE" in header, lock_wait, waiting_for)
     return out
 
 

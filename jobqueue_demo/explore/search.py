@@ -23,15 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from ..engine import control
 from ..run import events as ev
 from ..engine import mysql_errors
-from ..errors import ServerError, StuckError, UsageError
+from ..errors import StuckError, UsageError
 from ..engine.result import Result
 from ..run.driver import Driver, RunOptions
-from ..engine.scratch import SNAPSHOT_SUFFIX, quote
 from ..scenario.model import Fault, Invariant, Scenario, Statement
-from ..engine.session import result_from_connection
 
 FAULTS = ("rollback", "disconnect")
 # Fault steps written in the scenario act on a session from outside, so they can be taken
@@ -344,86 +341,14 @@ class Sampler:
 # -- running schedules --------------------------------------------------------------------
 
 
-def _rows(conn, sql: str) -> tuple:
-    return tuple(tuple(control.text(v) for v in row) for row in control.rows(conn, sql))
-
-
-def control_result(conn, sql: str) -> Result:
-    """An invariant's answer on the control connection, errors included."""
-    import MySQLdb
-
-    conn.send_query(sql.encode("utf-8"))
-    result = result_from_connection(conn, time.perf_counter())
-    if result.error and result.error.errno in mysql_errors.LOST_CONNECTION:
-        raise ServerError(f"lost the control connection: {result.error.message}")
-    try:
-        while conn.next_result() == 0:  # an unread second result would desynchronise the connection
-            conn.store_result()
-    except MySQLdb.Error:
-        pass  # the invariant's own answer is what counts
-    return result
-
-
 class Snapshot:
-    """The tables as setup left them, copied once; a reset deletes and re-inserts their rows.
+    """Resets by restoring the tables' rows as setup left them (engine/snapshot.py)."""
 
-    The cheapest correct reset measured (bench/bench_explore.py prints the figures): a
-    transaction of DELETE and INSERT ... SELECT costs well under a millisecond for a lesson's
-    tables, where dropping and re-creating the database from setup costs several and TRUNCATE
-    (DDL, one table rebuild each) in between. AUTO_INCREMENT counters are put back too, but
-    only when they moved: ALTER TABLE costs as much as the rest together.
-    """
-
-    def __init__(self, driver: Driver, tables: list[str]):
-        self.driver = driver
-        self.database = driver.database + SNAPSHOT_SUFFIX
-        db, snap = quote(driver.database), quote(self.database)
-        columns = self._columns(tables)
-        copies, restores = [], ["SET SESSION foreign_key_checks = 0", "BEGIN"]
-        for table in tables:
-            t, cols = quote(table), ", ".join(quote(c) for c in columns[table])
-            copies.append(f"CREATE TABLE {snap}.{t} LIKE {db}.{t}; INSERT INTO {snap}.{t} ({cols}) SELECT {cols} FROM {db}.{t}")
-            restores.append(f"DELETE FROM {db}.{t}; INSERT INTO {db}.{t} ({cols}) SELECT {cols} FROM {snap}.{t}")
-        if driver.server.flavor == "MySQL":
-            # MySQL 8 caches AUTO_INCREMENT in information_schema for a day unless told not to (untested here).
-            copies.append("SET SESSION information_schema_stats_expiry = 0")
-        # Made as one of the run's databases, so it is dropped (or swept) with the run.
-        driver.scratch.create_database(self.database)
-        if copies:
-            control.execute(driver.control, "; ".join(copies))
-        self.counters = self._counters()
-        self.restore_sql = "; ".join(restores + ["COMMIT"])
-
-    def _columns(self, tables: list[str]) -> dict[str, list[str]]:
-        # Generated columns cannot be inserted into; invisible ones are missed by SELECT *.
-        out: dict[str, list[str]] = {t: [] for t in tables}
-        for table, column in _rows(
-            self.driver.control,
-            "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS "
-            f"WHERE TABLE_SCHEMA = '{self.driver.database}' AND EXTRA NOT LIKE '%GENERATED%' "
-            "ORDER BY TABLE_NAME, ORDINAL_POSITION",
-        ):
-            if table in out:
-                out[table].append(column)
-        return out
-
-    def _counters(self) -> dict[str, int]:
-        rows = _rows(
-            self.driver.control,
-            "SELECT TABLE_NAME, AUTO_INCREMENT FROM information_schema.TABLES "
-            f"WHERE TABLE_SCHEMA = '{self.driver.database}' AND AUTO_INCREMENT IS NOT NULL",
-        )
-        return {table: int(value) for table, value in rows}
+    def __init__(self, driver: Driver, tables: tuple[str, ...]):
+        self.restore = driver.snapshot(tables).restore
 
     def __call__(self) -> None:
-        control.execute(self.driver.control, self.restore_sql)
-        if self.counters:
-            moved = {t: n for t, n in self._counters().items() if self.counters.get(t) != n}
-            for table in moved:
-                control.execute(
-                    self.driver.control,
-                    f"ALTER TABLE {quote(self.driver.database)}.{quote(table)} AUTO_INCREMENT = {self.counters[table]}",
-                )
+        self.restore()
 
 
 class Rebuild:
@@ -443,14 +368,10 @@ def choose_reset(driver: Driver, forced: bool) -> Snapshot | Rebuild:
         return Rebuild(driver, "asked for")
     if any(DDL.match(s.sql) for _, s in driver.scenario.statements()):
         return Rebuild(driver, "the steps run DDL")
-    db = driver.database
-    conn = driver.control
-    if _rows(conn, f"SELECT 1 FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = '{db}' LIMIT 1"):
-        return Rebuild(driver, "triggers would fire on restore")
-    kinds = dict(_rows(conn, f"SELECT TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{db}'"))
-    if any(kind not in ("BASE TABLE", "VIEW") for kind in kinds.values()):
-        return Rebuild(driver, "sequences or versioned tables")
-    return Snapshot(driver, sorted(t for t, kind in kinds.items() if kind == "BASE TABLE"))
+    survey = driver.survey()
+    if survey.obstacle:
+        return Rebuild(driver, survey.obstacle)
+    return Snapshot(driver, survey.tables)
 
 
 class ScheduleRunner:
@@ -476,7 +397,7 @@ class ScheduleRunner:
         self.driver.close(quiet=exc_type is not None)
 
     def run(self, chooser) -> Execution:
-        self.driver.started = time.perf_counter()
+        self.driver.start_clock()
         moves: list[Move] = []
         events: list = []
         stuck = diverged = None
@@ -517,14 +438,11 @@ class ScheduleRunner:
                 return
 
     def _stuck(self) -> str | None:
-        waiting = [s for s in self.driver.sessions.values() if s.busy]
-        if not waiting:
-            return None
-        return self.driver.stuck_message(len(self.space.scenario.steps), "every remaining step is blocked", waiting)
+        return self.driver.stuck_message("every remaining step is blocked")
 
     def _check(self, faulted: bool) -> tuple[InvariantCheck, ...]:
         wanted = [i for i in self.space.scenario.invariants if i.holds == "always" or not faulted]
-        return tuple(InvariantCheck(i, control_result(self.driver.user_conn, i.sql)) for i in wanted)
+        return tuple(InvariantCheck(i, self.driver.check(i.sql)) for i in wanted)
 
 
 # -- the whole exploration ------------------------------------------------------------------

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from ..run import events as ev
 from ..scenario.model import Fault, Locks, Narration, Statement
-from .columns import wrap
 
 ADVANCE = ("\n", "\r", " ")
 # "" is end of input: with nobody left to press Enter, stopping is the only clean choice.
@@ -98,6 +97,8 @@ def prompt_lines(index: int, total: int, step, width: int, waiting: tuple[str, .
     would end their statement with an error the lesson does not show.
     """
     held = f" ({', '.join(waiting)} waiting on a lock)" if waiting else ""
+    from .columns import wrap
+
     lines = wrap(f"-- step {index + 1}/{total}{held}, next: {step_text(step)}", width - 1, "   ")
     if len(lines) > PROMPT_MAX_LINES:
         lines = lines[: PROMPT_MAX_LINES - 1] + [lines[PROMPT_MAX_LINES - 1][: width - 2] + "…"]
@@ -126,6 +127,8 @@ class StepGate:
         if isinstance(event, ev.RunStarted) and self.pacing.step:
             text = (f"-- step-through on scratch database {event.database}: "
                     "Enter runs the next step, q quits (everything is rolled back)")
+            from .columns import wrap
+
             self._say("\n".join(wrap(text, self.width - 1, "   ")) + "\n")
         if isinstance(event, ev.Waiting):
             self.waiting[event.session] = None

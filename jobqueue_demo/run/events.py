@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..engine.deadlock import DeadlockCycle
 from ..engine.result import Result
 from ..scenario.model import Step
-from .chain import WaitChain
+
+if TYPE_CHECKING:  # only a deadlock or a stuck run makes these; a run without one never imports them
+    from ..engine.deadlock import DeadlockCycle
+    from .chain import WaitChain
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ..engine.waits import THREAD_ID, TRX_HEADER, WaitMonitor
+from ..engine.waits import WaitMonitor, transaction_blocks
 from . import events as ev
 
 ROW_LOCKS = re.compile(r"(\d+) row lock\(s\)")
@@ -23,12 +23,10 @@ ROW_LOCKS = re.compile(r"(\d+) row lock\(s\)")
 def rows_locked(status_text: str) -> dict[int, int]:
     """Thread id -> record locks its transaction holds, for transactions holding any."""
     out = {}
-    starts = [m.start() for m in TRX_HEADER.finditer(status_text)] + [len(status_text)]
-    for begin, end in zip(starts, starts[1:]):
-        block = status_text[begin:end]
-        thread, count = THREAD_ID.search(block), ROW_LOCKS.search(block)
-        if thread and count:
-            out[int(thread.group(1))] = int(count.group(1))
+    for thread, block in transaction_blocks(status_text):
+        count = ROW_LOCKS.search(block)
+        if count:
+            out[thread] = int(count.group(1))
     return out
 
 

@@ -226,7 +226,6 @@ class Claimer:
         conn = self.spec.params.connect(database=self.spec.database)
         for sql in self.spec.session_sql:
             conn.query(sql.encode())
-        conn.query(f"SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_TIMEOUT_S}".encode())
         self.bump(Field.THREAD_ID, conn.thread_id())
         return conn
 

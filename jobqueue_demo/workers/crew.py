@@ -26,12 +26,12 @@ from pathlib import Path
 
 from . import claimers
 from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed, WorkerSpec
-from ..errors import ServerError, UsageError
+from ..errors import ServerError, UsageError, WorkersStuck
 from .lifeline import RUN_PID_ENV
 from ..engine.owner import hold_for_life
 from ..engine.scratch import ScratchDatabase
 from ..engine.server import ServerInfo
-from .stall import WorkersStuck, diagnose
+from .stall import diagnose
 from .strategies import STRATEGIES
 
 ISOLATIONS = ("read-committed", "repeatable-read")
@@ -571,14 +571,17 @@ def row_lock_waits_scope(server: ServerInfo) -> str:
 
 
 def _specs(config: WorkersConfig, server: ServerInfo, database: str) -> list[WorkerSpec]:
-    isolation = server.dialect.set_session([server.dialect.isolation_setting(config.isolation)])
+    dialect = server.dialect
+    settings = dialect.set_session(
+        [dialect.isolation_setting(config.isolation), dialect.row_lock_timeout(claimers.LOCK_WAIT_TIMEOUT_S)]
+    )
     return [
         WorkerSpec(
             index=i,
             params=server.params,
             database=database,
             strategy=config.strategy,
-            session_sql=(isolation,),
+            session_sql=(settings,),
             batch=config.batch,
             work_ms=config.work_ms,
             idempotency_key=config.idempotency_key,

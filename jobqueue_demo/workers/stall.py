@@ -2,22 +2,15 @@
 
 When no job completes for the stall window the run ends with exit 1, and this says who waits
 for whom, in which lock mode, on which index record, and how many rows each waiter has
-locked. MariaDB: INFORMATION_SCHEMA.INNODB_LOCK_WAITS / INNODB_LOCKS / INNODB_TRX, plus the
-waiting lock's full mode ("X insert intention", "X locks gap before rec") from SHOW ENGINE
-INNODB STATUS, which the tables shorten to "X". MySQL 8 (written from its manual, not run
-here): performance_schema.data_lock_waits and data_locks, whose LOCK_MODE is already full
-(e.g. "X,INSERT_INTENTION").
+locked. The server's lock tables are read by engine/lock_waits.py.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 
-from ..errors import ServerError, StuckError
-from ..engine.waits import THREAD_ID, TRX_HEADER
-
-WAITING_MODE = re.compile(r"trx id \d+ (lock[ _]mode \S+[^\n]*?) waiting")
+from ..engine.lock_waits import as_text, row_lock_waits
+from ..errors import ServerError
 
 
 @dataclass(frozen=True)
@@ -61,23 +54,12 @@ class Diagnosis:
         return {"waits": [asdict(w) for w in self.waits], "note": self.note}
 
 
-class WorkersStuck(StuckError):
-    """No job completed for the stall window; `diagnosis` says what the workers wait for."""
-
-    def __init__(self, message: str, diagnosis: Diagnosis):
-        super().__init__(message)
-        self.diagnosis = diagnosis
-
-
 def diagnose(scratch, threads: dict[int, int]) -> Diagnosis:
     """The lock waits of the run's workers (`threads`: server thread id -> worker index)."""
     if not threads:
         return Diagnosis(note="no worker is running")
     try:
-        if scratch.server.flavor == "MySQL":
-            waits = _mysql_waits(scratch, threads)
-        else:
-            waits = _mariadb_waits(scratch, threads, _waiting_modes(scratch))
+        waits = [_wait(row, threads, full_mode) for row, full_mode in row_lock_waits(scratch, list(threads))]
     except ServerError as exc:
         # e.g. a DSN user without PROCESS: the stall is still reported, with what is missing.
         return Diagnosis(note=f"the server did not show its locks ({exc})")
@@ -91,78 +73,20 @@ def _name(thread, threads: dict[int, int]) -> str:
     return f"worker {threads[thread]}" if thread in threads else f"thread {thread} (not a worker of this run)"
 
 
-def _text(value) -> str:
-    if value is None:
-        return ""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _waiting_modes(scratch) -> dict[int, tuple[str, str]]:
-    """Thread id -> (the full mode of the lock it waits for, its monitor block), from the InnoDB monitor's text."""
-    text = _text(scratch.rows("SHOW ENGINE INNODB STATUS")[0][-1])
-    out = {}
-    starts = [m.start() for m in TRX_HEADER.finditer(text)] + [len(text)]
-    for begin, end in zip(starts, starts[1:]):
-        block = text[begin:end]
-        thread, mode = THREAD_ID.search(block), WAITING_MODE.search(block)
-        if thread and mode:
-            full = mode.group(1).replace("lock_mode ", "").replace("lock mode ", "")
-            out[int(thread.group(1))] = (full, " ".join(block.split()))
-    return out
-
-
-def _full_mode(modes: dict[int, tuple[str, str]], thread, query) -> str | None:
-    """The monitor's mode, if its text shows the same statement waiting (the tables are read at another moment)."""
-    found = modes.get(int(thread))
-    statement = " ".join(_text(query).split())
-    return found[0] if found and statement and statement in found[1] else None
-
-
-def _mariadb_waits(scratch, threads: dict[int, int], modes: dict[int, tuple[str, str]]) -> list[LockWait]:
-    rows = scratch.rows(
-        "SELECT r.trx_mysql_thread_id, b.trx_mysql_thread_id, rl.lock_mode, bl.lock_mode, rl.lock_table,"
-        " rl.lock_index, rl.lock_data, r.trx_rows_locked, r.trx_lock_structs,"
-        " TIMESTAMPDIFF(SECOND, r.trx_started, NOW()), r.trx_query"
-        " FROM information_schema.INNODB_LOCK_WAITS w"
-        " JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id"
-        " JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id"
-        " JOIN information_schema.INNODB_LOCKS rl ON rl.lock_id = w.requested_lock_id"
-        " JOIN information_schema.INNODB_LOCKS bl ON bl.lock_id = w.blocking_lock_id"
-        f" WHERE r.trx_mysql_thread_id IN ({', '.join(str(int(t)) for t in threads)})"
-    )
-    return [_wait(row, threads, _full_mode(modes, row[0], row[-1])) for row in rows]
-
-
-def _mysql_waits(scratch, threads: dict[int, int]) -> list[LockWait]:
-    rows = scratch.rows(
-        "SELECT rt.PROCESSLIST_ID, bt.PROCESSLIST_ID, rl.LOCK_MODE, bl.LOCK_MODE,"
-        " CONCAT(rl.OBJECT_SCHEMA, '.', rl.OBJECT_NAME), rl.INDEX_NAME, rl.LOCK_DATA,"
-        " r.trx_rows_locked, r.trx_lock_structs, TIMESTAMPDIFF(SECOND, r.trx_started, NOW()), r.trx_query"
-        " FROM performance_schema.data_lock_waits w"
-        " JOIN performance_schema.data_locks rl ON rl.ENGINE_LOCK_ID = w.REQUESTING_ENGINE_LOCK_ID"
-        " JOIN performance_schema.data_locks bl ON bl.ENGINE_LOCK_ID = w.BLOCKING_ENGINE_LOCK_ID"
-        " JOIN performance_schema.threads rt ON rt.THREAD_ID = w.REQUESTING_THREAD_ID"
-        " JOIN performance_schema.threads bt ON bt.THREAD_ID = w.BLOCKING_THREAD_ID"
-        " JOIN information_schema.INNODB_TRX r ON r.trx_mysql_thread_id = rt.PROCESSLIST_ID"
-        f" WHERE rt.PROCESSLIST_ID IN ({', '.join(str(int(t)) for t in threads)})"
-    )
-    return [_wait(row, threads, None) for row in rows]
-
-
 def _wait(row: tuple, threads: dict[int, int], full_mode: str | None) -> LockWait:
     waiter, blocker, mode, blocking_mode, table, index, record, rows_locked, structs, active, query = row
     return LockWait(
         waiter=_name(waiter, threads),
         blocker=_name(blocker, threads),
-        mode=full_mode or _text(mode),
-        blocking_mode=_text(blocking_mode),
-        table=_text(table).replace("`", "").rpartition(".")[2],
-        index=_text(index),
-        record=_text(record) or "(not shown by the server)",
+        mode=full_mode or as_text(mode),
+        blocking_mode=as_text(blocking_mode),
+        table=as_text(table).replace("`", "").rpartition(".")[2],
+        index=as_text(index),
+        record=as_text(record) or "(not shown by the server)",
         waiter_rows_locked=int(rows_locked or 0),
         waiter_lock_structs=int(structs or 0),
         waiter_active_s=int(active or 0),
-        statement=" ".join(_text(query).split()) or "(between statements)",
+        statement=" ".join(as_text(query).split()) or "(between statements)",
     )
 
 

@@ -1,0 +1,49 @@
+"""Values a session captured from its statements' answers, and the SQL that names them.
+
+A statement with `capture: name` keeps the first column of its first row; a later statement
+of the same session writes `:name` and is sent with the value as an SQL literal. The loader
+has checked every reference; one whose statement failed has no value and is sent as written,
+for the server to refuse.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..engine.result import Result
+from ..engine.scratch import literal
+from ..scenario.model import CAPTURE_REF, Statement
+
+
+class Captures:
+    def __init__(self, sessions: tuple[str, ...]):
+        self.sessions = sessions
+        self.values: dict[str, dict[str, str | None]] = {name: {} for name in sessions}
+
+    def forget(self) -> None:
+        self.values = {name: {} for name in self.sessions}
+
+    def keep(self, step: Statement, result: Result) -> None:
+        if step.capture and result.rows:
+            self.values[step.session][step.capture] = result.rows[0][0]
+        elif step.capture and result.error is None:
+            self.values[step.session][step.capture] = None
+
+    def substitute(self, step: Statement) -> str:
+        """The statement's SQL with each captured `:name` written as a literal."""
+        values = self.values[step.session]
+        if not values:
+            return step.sql
+
+        def written(match: re.Match) -> str:
+            name = match.group(1)
+            if name not in values:
+                return match.group(0)
+            value = values[name]
+            if value is None:
+                return "NULL"
+            if re.fullmatch(r"-?\d+(\.\d+)?", value):
+                return value
+            return literal(value)
+
+        return CAPTURE_REF.sub(written, step.sql)

@@ -1,0 +1,197 @@
+"""A run's connections: the scratch database with its control connection, the per-run user's
+connection for setup and invariants, and one connection per scenario session.
+
+Opened once, reset between explore's schedules, and closed leaving nothing behind.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ..engine import control
+from ..engine.scratch import ScratchDatabase
+from ..engine.server import ServerInfo
+from ..engine.session import Session
+from ..engine.waits import WaitMonitor
+from ..errors import ScenarioError, ServerError
+from ..scenario.model import Scenario, SessionSpec
+from .settle import POLL_FIRST_S, POLL_MAX_S
+
+if TYPE_CHECKING:  # explore's resets only: imported where they are made, off run's start-up
+    from ..engine.snapshot import Survey, TableSnapshot
+
+
+class Connections:
+    """Everything a run holds open on the server; `sessions` by name, replaced on reconnect."""
+
+    def __init__(self, scenario: Scenario, server: ServerInfo, step_timeout: float, settings: tuple[str, ...]):
+        self.scenario = scenario
+        self.server = server
+        self.step_timeout = step_timeout
+        self.settings = settings  # --matrix: SET SESSION assignments for every session, after its own
+        self.scratch = ScratchDatabase(
+            server, confine=not server.shared_user, multi_statements=True, answer_timeout=step_timeout
+        )
+        self.database = self.scratch.name
+        self.control = None
+        # Runs the scenario's own setup and invariants, as the sessions' (per-run) user.
+        self.user_conn = None
+        self.monitor: WaitMonitor | None = None
+        self.sessions: dict[str, Session] = {}
+        self.specs = {s.name: s for s in scenario.sessions}
+        # Threads of sessions disconnected during a lock wait: the server ends them only when
+        # the wait ends, so they are killed before the database is reset or dropped.
+        self._orphans: list[int] = []
+
+    def open(self) -> None:
+        self.scratch.open()
+        self.control = self.scratch.conn
+        self.monitor = WaitMonitor(self.control, self.server.flavor)
+        self.user_conn = self.scratch.session_params.connect(
+            database=self.database, multi_statements=True, answer_timeout=self.step_timeout
+        )
+        if self.scenario.setup:
+            self._run_setup()
+        for spec in self.scenario.sessions:
+            self.sessions[spec.name] = self._connect(spec)
+
+    def recreate_database(self) -> None:
+        """Drop the scratch database and build it again from the setup; sessions must be idle."""
+        self.scratch.recreate()
+        if self.scenario.setup:
+            self._run_setup()
+
+    def survey(self) -> Survey:
+        from ..engine.snapshot import survey
+
+        return survey(self.scratch)
+
+    def snapshot(self, tables: tuple[str, ...]) -> TableSnapshot:
+        from ..engine.snapshot import TableSnapshot
+
+        return TableSnapshot(self.scratch, tables)
+
+    def restart_sessions(self) -> None:
+        """Give every session a clean slate, as if newly connected.
+
+        COM_CHANGE_USER rolls back, drops temporary tables, releases table and user locks
+        and resets session variables, at a fifth of the cost of a new connection. A session
+        that is gone, or still inside a statement, gets a new connection instead.
+        """
+        import MySQLdb
+
+        self.end_orphans()
+        for name, session in list(self.sessions.items()):
+            if session.busy and not session.closed:
+                self.kill_quietly(session.thread_id)
+                session.close()
+            if not session.closed:
+                try:
+                    params = self.scratch.session_params
+                    session.conn.change_user(params.user, params.password, self.database)
+                    self._apply_settings(session.conn, self.specs[name])
+                    continue
+                except MySQLdb.OperationalError:
+                    session.close()  # killed by a fault step: the server has already ended it
+            self.sessions[name] = self._connect(self.specs[name])
+
+    def reconnect(self, name: str) -> None:
+        self.sessions[name].close()
+        self.sessions[name] = self._connect(self.specs[name])
+
+    def _run_setup(self) -> None:
+        import MySQLdb
+
+        try:
+            self.user_conn.query(self.scenario.setup.encode("utf-8"))
+            while True:
+                self.user_conn.store_result()  # each setup statement's result must be read before the next
+                if self.user_conn.next_result() != 0:
+                    break
+        except MySQLdb.Error as e:
+            raise ScenarioError(self.scenario.path, f"setup failed: ERROR {e.args[0]}: {e.args[-1]}") from None
+
+    def _connect(self, spec: SessionSpec) -> Session:
+        conn = self.scratch.session_params.connect(database=self.database, answer_timeout=self.step_timeout)
+        self._apply_settings(conn, spec)
+        return Session(spec.name, conn, conn.thread_id())
+
+    def _apply_settings(self, conn, spec: SessionSpec) -> None:
+        dialect = self.server.dialect
+        settings = []
+        if spec.isolation:
+            settings.append(dialect.isolation_setting(spec.isolation))
+        if spec.innodb_lock_wait_timeout is not None:
+            settings.append(dialect.row_lock_timeout(spec.innodb_lock_wait_timeout))
+        if spec.lock_wait_timeout is not None:
+            settings.append(dialect.metadata_lock_timeout(spec.lock_wait_timeout))
+        settings += self.settings
+        if settings:
+            conn.query(dialect.set_session(settings).encode())
+
+    def close(self, quiet: bool = False) -> None:
+        """Leave nothing behind: end every session's transaction, drop the scratch database
+        and the per-run user. `quiet` when already failing: the first error is the one told.
+
+        A session stuck in a lock wait would not notice its socket closing, and its locks
+        would hold DROP DATABASE, so sessions are killed from the control connection.
+        """
+        for session in self.sessions.values():
+            if not session.closed and self.control is not None:
+                self.kill_quietly(session.thread_id)
+            session.close()
+        self.end_orphans(wait=False)  # DROP DATABASE waits for their locks anyway
+        if self.user_conn is not None:
+            try:
+                self.user_conn.close()
+            except Exception:  # already gone; nothing more to release
+                pass
+            self.user_conn = None
+        self.control = None
+        self.scratch.close(quiet)
+
+    # -- ending sessions from the control connection -------------------------------
+
+    def orphan(self, thread_id: int) -> None:
+        """A session whose socket was dropped during a lock wait, to be killed before a reset."""
+        self._orphans.append(thread_id)
+
+    def end_orphans(self, wait: bool = True) -> None:
+        for thread_id in self._orphans:
+            self.kill_quietly(thread_id)
+            if wait:
+                self.wait_gone(thread_id, time.perf_counter() + self.step_timeout)
+        self._orphans.clear()
+
+    def kill_quietly(self, thread_id: int) -> None:
+        try:
+            self.execute(self.server.dialect.kill_connection(thread_id))
+        except ServerError:
+            pass  # already gone
+
+    def kill_statement(self, session: Session) -> None:
+        self.execute(self.server.dialect.kill_statement(session.thread_id))
+
+    def kill_connection(self, session: Session) -> None:
+        self.execute(self.server.dialect.kill_connection(session.thread_id))
+
+    def execute(self, sql: str) -> None:
+        """The tool's own SQL on the control connection."""
+        control.execute(self.control, sql)
+
+    def wait_gone(self, thread_id: int, deadline: float) -> bool:
+        """Whether the server has ended the connection before `deadline`."""
+        interval = POLL_FIRST_S
+        while time.perf_counter() < deadline:
+            if not self.monitor.alive(thread_id):
+                return True
+            time.sleep(interval)
+            interval = min(interval * 2, POLL_MAX_S)
+        return False
+
+    def names(self) -> dict[int, str]:
+        """Thread id -> how a transcript names it."""
+        names = {s.thread_id: s.name for s in self.sessions.values()}
+        names[self.control.thread_id()] = "the control connection"
+        return names
