@@ -219,6 +219,56 @@ def explore(scenario: Scenario, server, options, on_schedule: Callable | None = 
     return run_explore(scenario, server, options, on_schedule)
 
 
+# -- --matrix ------------------------------------------------------------------------------
+
+
+def check_matrix(texts: list[str]) -> None:
+    """UsageError for a malformed --matrix, before any server is started."""
+    from .run.matrix import parse_axes
+
+    parse_axes(texts)
+
+
+def lesson_matrix(scenarios: list[Scenario], server, texts: list[str], step_timeout: float):
+    """Each scenario run under every combination of the --matrix settings: the MatrixRuns
+    (run/matrix.py) and, per scenario, a LessonTable of the steps whose outcome differs."""
+    from .run.matrix import LessonTable, differences, under_each
+
+    def run_each(target, settings: tuple[str, ...]) -> list:
+        return [_matrix_column(scenario, target, step_timeout, settings) for scenario in scenarios]
+
+    runs = under_each(server, texts, run_each)
+    tables = []
+    for i, scenario in enumerate(scenarios):
+        columns = [per_combination[i] for per_combination in runs.results]
+        summaries = tuple(c.summary for c in columns)
+        tables.append(LessonTable(scenario, differences(scenario, columns), summaries, all(c.met for c in columns)))
+    return runs, tables
+
+
+def _matrix_column(scenario: Scenario, server, step_timeout: float, settings: tuple[str, ...]):
+    from .run.matrix import Column, step_outcomes
+
+    events: list = []
+    try:
+        report = run(scenario, server, step_timeout, events.append, settings=settings)
+    except StuckRun:
+        return Column(step_outcomes(scenario, events), "stuck", False)
+    if report.mismatches:
+        return Column(step_outcomes(scenario, events), f"{len(report.mismatches)} not met", False)
+    return Column(step_outcomes(scenario, events), f"all {report.checked} met", True)
+
+
+def explore_matrix(scenario: Scenario, server, texts: list[str], options):
+    """The scenario explored under every combination of the --matrix settings: MatrixRuns
+    whose results are the explore Reports, in combination order."""
+    from dataclasses import replace
+
+    from .run.matrix import under_each
+
+    return under_each(server, texts, lambda target, settings: explore(scenario, target, replace(options, settings=settings)))
+
+
 # -- lessons ------------------------------------------------------------------------------
 
 
