@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from .shared import Dsn, StepTimeout, app, color, heading, server_for
+from .shared import Dsn, StepTimeout, app, heading, server_for
 from ..errors import EXIT_MISMATCH, UsageError
 from .matrix import MATRIX_HELP
 
@@ -45,6 +45,7 @@ def explore(
       jobqueue-demo explore claim-without-lock-explore --matrix innodb_snapshot_isolation=ON,OFF
     """
     from .. import api as core
+    from ..render.color import color_on
     from ..render.explore_report import as_dict, print_report, verdict
     from ..render.late_progress import LateProgress
 
@@ -65,7 +66,7 @@ def explore(
     if as_json:
         print(json.dumps({**as_dict(report), "note": note}, indent=2, ensure_ascii=False))
     else:
-        print_report(report, sys.stdout, color())
+        print_report(report, sys.stdout, color_on(sys.stdout))
         print(verdict(report))
     if report.failed:
         raise typer.Exit(EXIT_MISMATCH)

@@ -11,7 +11,7 @@ import typer
 
 from ..errors import EXIT_INTERRUPTED, EXIT_MISMATCH
 from .matrix import MATRIX_HELP
-from .shared import MAX_SECONDS, Dsn, ShowLocks, StepTimeout, app, color, finite, heading, say, say_notes, server_for
+from .shared import MAX_SECONDS, Dsn, ShowLocks, StepTimeout, app, finite, heading, say, say_notes, server_for
 
 
 class Layout(str, Enum):
@@ -134,14 +134,16 @@ def _run_view(loaded, layout: Layout, fmt: RunFormat):
         from ..render.events_json import JsonEventsView
 
         return JsonEventsView(sys.stdout).write
+    from ..render.color import color_on
+
     if layout is Layout.columns:
         from ..render.columns import ColumnsView
 
         width = shutil.get_terminal_size().columns
-        return ColumnsView(sys.stdout, loaded.session_names, width, sys.stdout.isatty()).write
+        return ColumnsView(sys.stdout, loaded.session_names, width, color_on(sys.stdout)).write
     from ..render.transcript import TranscriptWriter, event_lines
 
-    writer = TranscriptWriter(sys.stdout, loaded.session_names, color())
+    writer = TranscriptWriter(sys.stdout, loaded.session_names, color_on(sys.stdout))
     return lambda event: writer.write(event_lines(event))
 
 

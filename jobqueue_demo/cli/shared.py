@@ -8,7 +8,6 @@ command modules at its top.
 from __future__ import annotations
 
 import math
-import os
 import sys
 from dataclasses import dataclass
 from typing import Annotated, Optional
@@ -96,10 +95,6 @@ def server_for(dsn: str | None):
     from .. import api as core
 
     return core.server(dsn, options.allow_shared_user)
-
-
-def color() -> bool:
-    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
 
 
 def say(text: str) -> None:

@@ -33,10 +33,9 @@ NO_PLOT = "matplotlib is not installed (pip install 'jobqueue-demo[plot]'): the 
 
 
 def _consoles():
-    from rich.console import Console
+    from ..render.color import console
 
-    # Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org).
-    return Console(), Console(stderr=True)
+    return console(), console(stderr=True)
 
 
 @app.command("workers")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..run import events as ev
+from .color import console, session_colours
 from .table import display_width, format_table
 from .transcript import (
     NARRATION,
@@ -299,28 +300,28 @@ def plain_text(line: tuple[Segment, ...]) -> str:
     return "".join(s.text for s in line).rstrip()
 
 
-# The transcript's session colours (cyan, magenta, ...), as rich names them.
-RICH_SESSION = ("cyan", "magenta", "yellow", "green", "blue", "red")
+# How each kind of segment looks when colour is on; {c} is its session's colour (color.py).
 RICH_KIND = {SQL: "bold {c}", RESULT: "{c}", TABLE: "{c}", HEAD: "bold {c}", ERROR: "bold red", NOTE: "dim",
              NARRATION: "italic", WAIT: "yellow", MARK: "dim yellow", FRAME: "dim"}
 
 
 class ColumnsView:
-    """Writes the diagram as events arrive: rich styles on a terminal, plain text when piped.
+    """Writes the diagram as events arrive: rich styles when `color` (color.py decides), box
+    drawing on a terminal (a pipe gets ASCII), plain text otherwise.
 
     Too narrow for its sessions, it writes the transcript instead, after a one-line note.
     """
 
-    def __init__(self, stream, sessions: tuple[str, ...], width: int, rich: bool):
+    def __init__(self, stream, sessions: tuple[str, ...], width: int, color: bool):
         self.stream = stream
-        self.layout = ColumnsLayout(sessions, width, BOX if rich else PLAIN)
-        self.console = _console(stream, width) if rich else None
-        self.colours = {n: RICH_SESSION[i % len(RICH_SESSION)] for i, n in enumerate(sessions)}
+        self.layout = ColumnsLayout(sessions, width, BOX if stream.isatty() else PLAIN)
+        self.console = console(stream, on=True, width=width, highlight=False, markup=False, emoji=False) if color else None
+        self.colours = session_colours(sessions)
         self.fallback = None
         if self.layout.cell < MIN_CELL:
             from .transcript import TranscriptWriter
 
-            self.fallback = TranscriptWriter(stream, sessions, rich)
+            self.fallback = TranscriptWriter(stream, sessions, color)
             need = MIN_CELL * len(sessions) + len(self.layout.glyphs.sep) * (len(sessions) - 1)
             self.note = Line(
                 f"-- columns: {len(sessions)} sessions in {width} columns leave {self.layout.cell} characters each, "
@@ -348,9 +349,3 @@ class ColumnsView:
             text.append(segment.text, RICH_KIND.get(segment.kind, "").format(c=colour))
         text.rstrip()
         return text
-
-
-def _console(stream, width: int):
-    from rich.console import Console
-
-    return Console(file=stream, width=width, highlight=False, markup=False, emoji=False)
