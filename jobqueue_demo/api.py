@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class RunReport:
+    """What one run did: its events in order, the expectations it did not meet, how many it checked."""
+
     events: list
     mismatches: list
     checked: int
@@ -54,15 +56,10 @@ def note_interrupt() -> None:
     bound_waits()
 
 
-@dataclass
-class Cleanup:
-    found: list
-    problems: list[str]
-
-
-def cleanup(dsn: str | None, dry_run: bool, cache: bool) -> Cleanup:
-    """List, and unless `dry_run` remove, what killed runs left on the server and this machine."""
-    from .engine.leftovers import sweep_cache, sweep_dirs, sweep_server
+def cleanup(dsn: str | None, dry_run: bool, cache: bool):
+    """List, and unless `dry_run` remove, what killed runs left on the server and this machine:
+    one Sweep (engine/leftovers.py) of them all."""
+    from .engine.leftovers import Sweep, sweep_cache, sweep_dirs, sweep_server
     from .engine.server import DSN_ENV, cache_root, parse_dsn
 
     sweeps = [sweep_dirs(dry_run)]
@@ -72,7 +69,7 @@ def cleanup(dsn: str | None, dry_run: bool, cache: bool) -> Cleanup:
             sweeps.append(sweep_server(conn, dry_run))
     if cache:
         sweeps.append(sweep_cache(cache_root(), dry_run))
-    return Cleanup([f for s in sweeps for f in s.found], [p for s in sweeps for p in s.problems])
+    return Sweep([f for s in sweeps for f in s.found], [p for s in sweeps for p in s.problems])
 
 
 def run(

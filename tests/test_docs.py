@@ -35,9 +35,9 @@ def test_scenario_format_names_every_accepted_word(word):
 
 
 def _commands() -> list[str]:
-    from jobqueue_demo.cli.main import app
+    from jobqueue_demo.cli.main import all_commands
 
-    return sorted(c.name or c.callback.__name__ for c in app.registered_commands)
+    return sorted(c.name or c.callback.__name__ for c in all_commands().registered_commands)
 
 
 @pytest.mark.parametrize("command", _commands())

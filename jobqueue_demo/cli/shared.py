@@ -59,6 +59,8 @@ StepTimeout = Annotated[
 
 @dataclass
 class GlobalOptions:
+    """The options given before the command, read by main() and by server_for()."""
+
     debug: bool = False
     allow_shared_user: bool = False
 

@@ -41,6 +41,8 @@ class Interrupted(Quit):
 
 @dataclass(frozen=True)
 class Pacing:
+    """--step and --pace: what holds each step back."""
+
     step: bool  # hold each step until Enter (or q)
     pace: float | None  # seconds between steps; with `step`, a key press cuts it short
 

@@ -20,6 +20,8 @@ SQL, RESULT, NOTE, NARRATION = "sql", "result", "note", "narration"
 
 @dataclass(frozen=True)
 class Line:
+    """One line of a transcript: its text, whose it is (None: the lesson's), and what kind."""
+
     text: str
     session: str | None = None
     kind: str = SQL

@@ -12,6 +12,8 @@ from ..scenario.model import Expectation, Scenario
 
 @dataclass(frozen=True)
 class Mismatch:
+    """A statement whose outcome differs from its `expect:`, in both words."""
+
     step: int  # 1-based, as a reader counts
     line: int
     session: str
