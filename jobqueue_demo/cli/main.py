@@ -49,14 +49,14 @@ _interrupted = False
 
 def _interrupt(signum, frame) -> None:
     """The first stop signal interrupts; later ones must not break the clean-up it started."""
-    from .. import api as core
+    from .. import api
 
     global _interrupted
     _interrupted = True
     for stop in STOP_SIGNALS:
         signal.signal(stop, _cleaning_up)
     # Bounds the clean-up's waits, so a server that no longer answers cannot hold it.
-    core.note_interrupt()
+    api.note_interrupt()
     raise KeyboardInterrupt
 
 

@@ -12,18 +12,18 @@ MATRIX_HELP = (
 
 def check_axes(texts: list[str]) -> None:
     """Refuse a malformed --matrix before any server is started."""
-    from .. import api as core
+    from .. import api
 
-    core.check_matrix(texts)
+    api.check_matrix(texts)
 
 
 def lesson_matrix(loaded: list, server, texts: list[str], step_timeout: float) -> bool:
     """Runs each scenario under every combination and prints the steps that differ; True
     when every combination met every expectation."""
-    from .. import api as core
+    from .. import api
     from ..render.matrix import lesson_matrix_lines, restart_lines
 
-    runs, tables = core.lesson_matrix(loaded, server, texts, step_timeout)
+    runs, tables = api.lesson_matrix(loaded, server, texts, step_timeout)
     for table in tables:
         print("\n".join(lesson_matrix_lines(runs, table, server.label)))
     for line in restart_lines(runs):
@@ -34,9 +34,9 @@ def lesson_matrix(loaded: list, server, texts: list[str], step_timeout: float) -
 def explore_matrix(loaded, server, texts: list[str], options) -> bool:
     """Explores under every combination; prints outcome counts and findings side by side.
     True when no combination violated an invariant or got stuck."""
-    from .. import api as core
+    from .. import api
     from ..render.matrix import explore_matrix_lines
 
-    runs = core.explore_matrix(loaded, server, texts, options)
+    runs = api.explore_matrix(loaded, server, texts, options)
     print("\n".join(explore_matrix_lines(runs, loaded.path, server.label)))
     return not any(report.failed for report in runs.results)

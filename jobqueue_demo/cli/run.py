@@ -65,13 +65,13 @@ def run(
       jobqueue-demo run deadlock > handout.txt
       jobqueue-demo run skip-locked --dsn mysql://root@127.0.0.1:3306/test
     """
-    from .. import api as core
+    from .. import api
     from ..errors import UsageError
     from ..render.stepper import Interrupted, Pacing, Quit
 
     if fmt is RunFormat.json and layout is Layout.columns:
         raise UsageError("--layout columns is a text layout; leave it out with --format json")
-    loaded = core.load(scenario)
+    loaded = api.load(scenario)
     if matrix:
         _matrix_alone(step or pace is not None or fmt is RunFormat.json or layout is Layout.columns or show_locks)
         _lesson_matrix([loaded], dsn, matrix, step_timeout, checking=False)
@@ -88,7 +88,7 @@ def run(
                 show(event)
 
             try:
-                report = core.run(loaded, server, step_timeout, on_event, show_locks)
+                report = api.run(loaded, server, step_timeout, on_event, show_locks)
             except Quit as stop:
                 say(f"-- {stop}: sessions rolled back, scratch database dropped")
                 say_notes(stop)
@@ -192,18 +192,18 @@ def export(
       jobqueue-demo export outbox -o outbox.json
       jobqueue-demo export filesort-locks --show-locks -o filesort-locks.html
     """
-    from .. import api as core
+    from .. import api
     from ..errors import ExpectationsNotMet
     from ..safe_write import check_writable, write_file
 
     fmt = _page_format(output, fmt)
     if output != "-":
         check_writable(output)
-    loaded = core.load(scenario)
+    loaded = api.load(scenario)
     with server_for(dsn) as server:
         say(f"-- {loaded.title}: on {server.label} ({server.where})")
         try:
-            page = core.lesson_page(loaded, server, step_timeout, fmt.value, show_locks)
+            page = api.lesson_page(loaded, server, step_timeout, fmt.value, show_locks)
         except ExpectationsNotMet as e:
             for mismatch in e.mismatches:
                 say("  " + str(mismatch).replace("\n", "\n  "))
@@ -250,10 +250,10 @@ def verify(
       jobqueue-demo verify skip-locked nowait outbox
       jobqueue-demo verify skip-locked --matrix innodb_snapshot_isolation=ON,OFF
     """
-    from .. import api as core
+    from .. import api
     from ..errors import StuckRun
 
-    loaded = [core.load(s) for s in scenarios]
+    loaded = [api.load(s) for s in scenarios]
     if matrix:
         _lesson_matrix(loaded, dsn, matrix, step_timeout, checking=True)
         return
@@ -261,7 +261,7 @@ def verify(
     with server_for(dsn) as server:
         for item in loaded:
             try:
-                report = core.run(item, server, step_timeout)
+                report = api.run(item, server, step_timeout)
             except StuckRun as stuck:
                 failed += 1
                 print(f"{item.path}: {len(stuck.mismatches)} expectation(s) not met, then the run got stuck")
@@ -305,19 +305,19 @@ def record(
       jobqueue-demo show nowait --source > my-nowait.yaml
       jobqueue-demo record my-nowait.yaml
     """
-    from .. import api as core
+    from .. import api
     from ..errors import UsageError
 
-    loaded = core.load(scenario)
-    name = core.lesson_name(loaded)
+    loaded = api.load(scenario)
+    name = api.lesson_name(loaded)
     if name != loaded.path and not in_place:
         raise UsageError(
             f"{name} is a lesson shipped with jobqueue-demo; record a copy "
             f"(jobqueue-demo show {name} --source > my-{name}.yaml), or pass --in-place to rewrite it"
         )
     with server_for(dsn) as server:
-        written = core.record(loaded, server, step_timeout)
-    print(f"{loaded.path}: recorded {written} statement result(s); {core.verified_line(server)}")
+        written = api.record(loaded, server, step_timeout)
+    print(f"{loaded.path}: recorded {written} statement result(s); {api.verified_line(server)}")
 
 
 @app.command()
@@ -331,10 +331,10 @@ def lessons() -> None:
       jobqueue-demo lessons
       jobqueue-demo run nowait
     """
-    from .. import api as core
+    from .. import api
     from ..errors import EXIT_USAGE
 
-    found = core.lessons()
+    found = api.lessons()
     width = max((len(lesson.name) for lesson in found), default=0)
     variants_said = False
     for lesson in found:
@@ -376,10 +376,10 @@ def cleanup(
       jobqueue-demo cleanup --dry-run
       jobqueue-demo cleanup --dsn mysql://root@127.0.0.1:3306/test
     """
-    from .. import api as core
+    from .. import api
     from ..errors import ServerError
 
-    done = core.cleanup(dsn, dry_run, cache)
+    done = api.cleanup(dsn, dry_run, cache)
     for found in done.found:
         print(found)
     if not done.found:

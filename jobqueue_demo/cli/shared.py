@@ -94,9 +94,9 @@ def _options(
 
 def server_for(dsn: str | None):
     """The server for a command, as the global options say."""
-    from .. import api as core
+    from .. import api
 
-    return core.server(dsn, options.allow_shared_user)
+    return api.server(dsn, options.allow_shared_user)
 
 
 def say(text: str) -> None:

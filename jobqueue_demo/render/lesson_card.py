@@ -49,12 +49,11 @@ def _expected(index: int, step: Statement) -> str:
 
 
 def _session(spec: SessionSpec) -> str:
-    settings = [f"{spec.isolation}" if spec.isolation else ""]
+    settings = [spec.isolation] if spec.isolation else []
     if spec.innodb_lock_wait_timeout is not None:
         settings.append(f"innodb_lock_wait_timeout {spec.innodb_lock_wait_timeout}")
     if spec.lock_wait_timeout is not None:
         settings.append(f"lock_wait_timeout {spec.lock_wait_timeout}")
-    settings = [s for s in settings if s]
     return spec.name + (f" ({', '.join(settings)})" if settings else "")
 
 
