@@ -12,13 +12,15 @@ def command_names() -> list[str]:
     return sorted(c.name or c.callback.__name__.replace("_", "-") for c in all_commands().registered_commands)
 
 
-def test_top_level_help_lists_exit_codes():
-    done = cli("--help")
+@pytest.mark.parametrize("args", [("--help",), ("--help", "run")], ids=" ".join)
+def test_top_level_help_lists_exit_codes(args):
+    done = cli(*args)
     assert done.returncode == 0
     for code in ("0 ok", "1 expectations not met", "2 bad", "3 server", "130 interrupted"):
         assert code in done.stdout
+    commands = done.stdout.split("Commands:", 1)[1]
     for name in command_names():
-        assert name in done.stdout
+        assert f"  {name} " in commands
 
 
 @pytest.mark.parametrize("name", command_names())

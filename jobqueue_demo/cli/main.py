@@ -29,8 +29,10 @@ def commands_for(argv: list[str]):
     """The app, with the module of the command `argv` names registered, or every module when
     it names none (--help, a typo): typer builds a click command for each registered one on
     every call, and each module brings its own imports, a few ms of every run's start-up."""
-    # The global options take no value, so the first word that is not an option is the command.
-    named = next((arg for arg in argv if not arg.startswith("-")), None)
+    # The global options take no value, so the first word that is not an option is the command;
+    # --help before it asks for the app's help, which lists every command.
+    at = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), len(argv))
+    named = argv[at] if at < len(argv) and "--help" not in argv[:at] else None
     wanted = [module for module, names in COMMAND_MODULES.items() if named in names] or COMMAND_MODULES
     for module in wanted:
         importlib.import_module(f"{__package__}.{module}")
