@@ -75,6 +75,16 @@ def cleanup(dsn: str | None, dry_run: bool, cache: bool) -> Cleanup:
     return Cleanup([f for s in sweeps for f in s.found], [p for s in sweeps for p in s.problems])
 
 
+def engine_of(server) -> str:
+    """The server's engine, "mysql" (MariaDB, MySQL) or "postgresql"."""
+    return getattr(server, "engine", "mysql")
+
+
+def for_server(scenario: Scenario, server) -> Scenario:
+    """The lesson as written for this server's engine; UsageError when it is not written for it."""
+    return scenario.for_engine(engine_of(server))
+
+
 def run(
     scenario: Scenario, server, step_timeout: float, on_event: Callable | None = None, show_locks: bool = False,
     settings: tuple[str, ...] = (),
@@ -82,6 +92,7 @@ def run(
     from .run.driver import Run, RunOptions
     from .run.verify import check
 
+    scenario = for_server(scenario, server)
     events = []
     ran_on = datetime.date.today()
     # Closed here, not when garbage collected: an exception from on_event (a viewer quitting,
@@ -129,11 +140,12 @@ def record(scenario: Scenario, server, step_timeout: float) -> int:
     from .run.verify import check, outcomes
 
     check_writable(scenario.path)
+    scenario = for_server(scenario, server)
     report = run(scenario, server, step_timeout)
     seen = outcomes(report.events)
     text = rewrite(scenario, seen, verified_line(server, report.ran_on))
     try:
-        mismatches = check(scenario_from_text(scenario.path, text), report.events)
+        mismatches = check(scenario_from_text(scenario.path, text).for_engine(scenario.engine), report.events)
     except ScenarioError as e:
         raise RecordError(f"{e}: the recorded text would not load; {scenario.path} left unchanged") from None
     if mismatches:
@@ -162,6 +174,7 @@ def lesson_page(scenario: Scenario, server, step_timeout: float, fmt: str, show_
     from .errors import ExpectationsNotMet
     from .render.export import LessonFacts, render_page
 
+    scenario = for_server(scenario, server)
     report = run(scenario, server, step_timeout, show_locks=show_locks)
     if report.mismatches:
         raise ExpectationsNotMet(
@@ -216,7 +229,7 @@ def explore(scenario: Scenario, server, options, on_schedule: Callable | None = 
     """Every interleaving (or a sample) run and checked; the Report."""
     from .explore.search import explore as run_explore
 
-    return run_explore(scenario, server, options, on_schedule)
+    return run_explore(for_server(scenario, server), server, options, on_schedule)
 
 
 # -- lessons ------------------------------------------------------------------------------
