@@ -189,6 +189,53 @@ def lesson_page(scenario: Scenario, server, step_timeout: float, fmt: str, show_
     return render_page(facts, fmt)
 
 
+# -- several engines ----------------------------------------------------------------------
+
+
+@dataclass
+class Comparison:
+    left: object  # run/compare.EngineRun
+    right: object
+    differences: list  # run/compare.StepDifference, in step order
+
+
+def engine_targets(scenario: Scenario, dsns: list[str]) -> list[tuple[str | None, str]]:
+    """(dsn, engine) for each run of a comparison: the DSNs given (each names its engine),
+    else the embedded server of each engine the lesson is written for."""
+    from .errors import UsageError
+
+    if dsns:
+        if len(dsns) != 2:
+            raise UsageError("give --dsn twice, one server per side, or not at all (the embedded servers)")
+        return [(dsn, "mysql") for dsn in dsns]
+    if len(scenario.engines) < 2:
+        raise UsageError(
+            f"{scenario.name}: written for {scenario.engines[0]} only; engines: [{scenario.engines[0]}]: nothing to compare"
+        )
+    return [(None, engine) for engine in scenario.engines[:2]]
+
+
+def engine_run(scenario: Scenario, dsn: str | None, engine: str, step_timeout: float, allow_shared_user: bool = False):
+    """The lesson run on one server: a run/compare.EngineRun (its mismatches kept, not raised)."""
+    from .run.compare import EngineRun
+
+    with server(dsn, allow_shared_user, engine) as info:
+        report = run(scenario, info, step_timeout)
+        verified = verified_line(info, report.ran_on)
+        return EngineRun(for_server(scenario, info), tuple(report.events), verified, tuple(report.mismatches))
+
+
+def compare(scenario: Scenario, dsns: list[str], step_timeout: float, allow_shared_user: bool = False) -> Comparison:
+    """The lesson run on two engines (or two servers), and the statements whose outcome differs."""
+    from .run.compare import differences
+
+    left, right = (
+        engine_run(scenario, dsn, engine, step_timeout, allow_shared_user)
+        for dsn, engine in engine_targets(scenario, dsns)
+    )
+    return Comparison(left, right, differences(left, right))
+
+
 # -- explore ------------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ import sys
 from ..errors import EXIT_INTERRUPTED, EXIT_OK, DemoError
 # Each import registers its commands on app; this order is the order of --help.
 from . import run  # noqa: F401  run, export, verify, record, lessons, cleanup
+from . import compare  # noqa: F401, I001
 from . import explore  # noqa: F401, I001
 from . import show  # noqa: F401
 from . import workers  # noqa: F401  workers, bench

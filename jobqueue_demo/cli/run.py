@@ -345,7 +345,10 @@ def lessons() -> None:
         explore = f"; explore: {lesson.explore}" if lesson.explore else ""
         explore += f"; explore variant of {', '.join(lesson.variant_of)}" if lesson.variant_of else ""
         print(f"{lesson.name:{width}s}  {lesson.summary}")
-        print(f"{'':{width}s}  sessions {', '.join(lesson.sessions)}; verified: {lesson.verified or 'not recorded'}{explore}")
+        print(
+            f"{'':{width}s}  sessions {', '.join(lesson.sessions)}; engines {', '.join(lesson.engines)}; "
+            f"verified: {lesson.verified or 'not recorded'}{explore}"
+        )
     if any(lesson.problem for lesson in found):
         raise typer.Exit(EXIT_USAGE)
 

@@ -140,6 +140,11 @@ class Scenario:
         return [(i, s) for i, s in enumerate(self.steps) if isinstance(s, Statement)]
 
     @property
+    def verified_text(self) -> str:
+        """Every engine's stamp, as `lessons` and `show` print them."""
+        return "; ".join(stamp for _, stamp in self.stamps) or "not recorded"
+
+    @property
     def name(self) -> str:
         return re.sub(r"\.ya?ml$", "", self.path.rsplit("/", 1)[-1])
 
@@ -176,6 +181,14 @@ def error_spelling(error, engine: str, portable: bool) -> str:
     classes = mysql_errors.CLASSES if portable else {k: mysql_errors.CLASSES[k] for k in MYSQL_DIFFERING}
     name = next((k for k, errnos in classes.items() if error.errno in errnos), None)
     return name or mysql_errors.name_of(error.errno) or str(error.errno)
+
+
+def error_class(error, engine: str) -> str | None:
+    """The portable class of an error (`deadlock`, ...) on its engine, None when it has none:
+    how `compare` tells a 1205 and a 55P03 for the same outcome."""
+    if engine == "postgresql":
+        return pg_errors.class_of(error.sqlstate)
+    return next((k for k, errnos in mysql_errors.CLASSES.items() if error.errno in errnos), None)
 
 
 # The classes whose numbers differ between MariaDB and MySQL 8.4, recorded by class even in
