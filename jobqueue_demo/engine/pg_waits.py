@@ -47,6 +47,13 @@ class PgWaitMonitor:
         )
         return {int(pid): TABLE if locktype == "relation" else ROW for pid, locktype in found}
 
+    def in_cycle(self, thread_ids: list[int]) -> bool:
+        """Whether some of these backends wait for each other in a cycle: PostgreSQL looks for
+        one only after deadlock_timeout, and until then the cycle is there to see."""
+        found = self.rows(f"SELECT p, pg_blocking_pids(p) FROM unnest({_array(thread_ids)}) p")
+        edges = {int(p): {int(b) for b in blockers.strip("{}").split(",") if b} for p, blockers in found}
+        return any(_reaches(edges, start, start, set()) for start in edges)
+
     def alive(self, thread_id: int) -> bool:
         """Whether the server still has this backend."""
         return bool(self.rows(f"SELECT 1 FROM pg_stat_activity WHERE pid = {int(thread_id)}"))
@@ -87,3 +94,14 @@ class PgWaitMonitor:
         if locktype == "transactionid":
             return f"transaction {xid} {mode}"
         return f"{locktype} {mode}"
+
+
+def _reaches(edges: dict[int, set[int]], node: int, target: int, seen: set[int]) -> bool:
+    for nxt in edges.get(node, ()):
+        if nxt == target:
+            return True
+        if nxt not in seen:
+            seen.add(nxt)
+            if _reaches(edges, nxt, target, seen):
+                return True
+    return False
