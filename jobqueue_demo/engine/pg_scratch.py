@@ -69,6 +69,9 @@ class PgScratchDatabase:
         password = os.urandom(16).hex()
         control.execute(self.admin, f"CREATE ROLE {quote(self.name)} LOGIN PASSWORD {literal(password)}")
         self._role = self.name
+        # A DSN role that is not a superuser reaches the role's tables (explore's resets) as its member.
+        if control.value(self.admin, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user") != "t":
+            control.execute(self.admin, f"GRANT {quote(self.name)} TO current_user")
         self.session_params = replace(self.server.params, user=self.name, password=password, database=self.name)
 
     def create_database(self, name: str, template: str | None = None) -> None:
@@ -78,6 +81,13 @@ class PgScratchDatabase:
             sql += f" TEMPLATE {quote(template)}"
         control.execute(self.admin, sql)
         self._databases.append(name)
+
+    def recreate(self) -> None:
+        """Empty the database for its setup to run again; its sessions stay connected (PostgreSQL
+        cannot drop a database that has sessions), so the public schema is dropped instead."""
+        self.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+        if self._role is not None:
+            self.execute(f"GRANT ALL ON SCHEMA public TO {quote(self._role)}")
 
     def execute(self, sql: str) -> None:
         control.execute(self.conn, sql)

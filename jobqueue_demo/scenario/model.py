@@ -172,25 +172,15 @@ def error_match(spelling: str | int, engine: str = "mysql") -> ErrorMatch:
     return ErrorMatch(text, errnos=mysql_errors.resolve(text))
 
 
-def error_spelling(error, engine: str, portable: bool) -> str:
-    """How `record` writes an error: the portable class where one exists and the lesson is
-    shared by engines (or the servers of one engine differ: 1205 vs 3572), else its name."""
-    if engine == "postgresql":
-        name = pg_errors.class_of(error.sqlstate) or pg_errors.name_of(error.sqlstate)
-        return name.lower() if name else error.sqlstate
-    classes = mysql_errors.CLASSES if portable else {k: mysql_errors.CLASSES[k] for k in MYSQL_DIFFERING}
-    name = next((k for k, errnos in classes.items() if error.errno in errnos), None)
-    return name or mysql_errors.name_of(error.errno) or str(error.errno)
-
-
-def error_class(error, engine: str) -> str | None:
-    """The portable class of an error (`deadlock`, ...) on its engine, None when it has none:
-    how `compare` tells a 1205 and a 55P03 for the same outcome."""
-    if engine == "postgresql":
-        return pg_errors.class_of(error.sqlstate)
-    return next((k for k, errnos in mysql_errors.CLASSES.items() if error.errno in errnos), None)
+def error_spelling(error, portable: bool) -> str:
+    """How `record` writes an error (engine/result.py's SqlError or PgError): its portable
+    class where it has one and the lesson is shared by engines, or the servers of one engine
+    differ (1205 vs 3572); else its name, else its code."""
+    if error.error_class and (portable or error.error_class in DIFFERING_CLASSES):
+        return error.error_class
+    return error.name or str(error.code)
 
 
 # The classes whose numbers differ between MariaDB and MySQL 8.4, recorded by class even in
-# a lesson for MySQL alone.
-MYSQL_DIFFERING = ("lock-not-available", "connection-lost")
+# a lesson for one engine.
+DIFFERING_CLASSES = ("lock-not-available", "connection-lost")
