@@ -12,7 +12,7 @@ import json
 
 from ..run import events as ev
 from ..run.compare import EngineRun, StepDifference
-from .columns import PLAIN, WAIT, completed_lines, pad, wrap_line
+from .columns import PLAIN, WAIT, completed_lines, pad, rows_lines, wrap_line
 from .transcript import NOTE, Line, event_lines, statement_lines, wait_phrase
 
 MARK = "*"
@@ -90,6 +90,9 @@ def _lines(event, cell: int) -> list[Line]:
         return statement_lines(event.session, event.sql) + [Line(f"-- {wait_phrase(event)}", event.session, WAIT)]
     if isinstance(event, ev.Narrated):
         return [Line(f"-- {' '.join(event.text.split())}", None, NOTE)]
+    if isinstance(event, ev.LocksShown):
+        numeric = (False,) * len(event.columns)
+        return [Line(f"-- locks: {event.note}", None, NOTE), *rows_lines(None, event.columns, numeric, event.rows, cell)]
     return [line for line in event_lines(event) if line.text]
 
 
