@@ -189,6 +189,31 @@ def lesson_page(scenario: Scenario, server, step_timeout: float, fmt: str, show_
     return render_page(facts, fmt)
 
 
+def lesson_page_engines(
+    scenario: Scenario, engines: list[str], step_timeout: float, fmt: str, allow_shared_user: bool = False,
+) -> str:
+    """The lesson page with one transcript per engine, each run on that engine's embedded
+    server and verified; nothing is rendered unless every run met its expectations."""
+    from dataclasses import replace
+
+    from .errors import ExpectationsNotMet, UsageError
+    from .render.export import LessonFacts, render_page
+
+    missing = [e for e in engines if e not in scenario.engines]
+    if missing:
+        raise UsageError(f"{scenario.name}: written for {', '.join(scenario.engines)} only, not {', '.join(missing)}")
+    runs = [engine_run(scenario, None, engine, step_timeout, allow_shared_user) for engine in engines]
+    for done in runs:
+        if done.mismatches:
+            raise ExpectationsNotMet(
+                f"{scenario.path}: {len(done.mismatches)} expectation(s) not met on {done.server}; no page written",
+                list(done.mismatches),
+            )
+    name = lesson_name(scenario)
+    pages = [LessonFacts(done.scenario, done.events, done.verified, name) for done in runs]
+    return render_page(replace(pages[0], others=tuple(pages[1:])), fmt)
+
+
 # -- several engines ----------------------------------------------------------------------
 
 

@@ -174,6 +174,11 @@ def export(
     dsn: Dsn = None,
     step_timeout: StepTimeout = 10.0,
     show_locks: ShowLocks = False,
+    engines: Optional[str] = typer.Option(
+        None, "--engines", metavar="ENGINE,ENGINE", show_default=False,
+        help="One transcript per engine on the page (mysql,postgresql), each run on that engine's "
+        "embedded server; not with --dsn or --show-locks.",
+    ),
 ) -> None:
     """Run and verify a scenario, then write its lesson page.
 
@@ -189,6 +194,7 @@ def export(
       jobqueue-demo export nowait -o nowait.md
       jobqueue-demo export outbox -o outbox.json
       jobqueue-demo export filesort-locks --show-locks -o filesort-locks.html
+      jobqueue-demo export gap-locks --engines mysql,postgresql -o gap-locks.html
     """
     from .. import api as core
     from ..errors import ExpectationsNotMet
@@ -198,19 +204,37 @@ def export(
     if output != "-":
         check_writable(output)
     loaded = core.load(scenario)
-    with server_for(dsn) as server:
-        say(f"-- {loaded.title}: on {server.label} ({server.where})")
-        try:
-            page = core.lesson_page(loaded, server, step_timeout, fmt.value, show_locks)
-        except ExpectationsNotMet as e:
-            for mismatch in e.mismatches:
-                say("  " + str(mismatch).replace("\n", "\n  "))
-            raise
+    try:
+        if engines is not None:
+            page = _page_on_engines(loaded, engines, dsn, show_locks, step_timeout, fmt.value)
+        else:
+            with server_for(dsn) as server:
+                say(f"-- {loaded.title}: on {server.label} ({server.where})")
+                page = core.lesson_page(loaded, server, step_timeout, fmt.value, show_locks)
+    except ExpectationsNotMet as e:
+        for mismatch in e.mismatches:
+            say("  " + str(mismatch).replace("\n", "\n  "))
+        raise
     if output == "-":
         sys.stdout.write(page)
         return
     write_file(output, page)
     say(f"-- wrote {output} ({fmt.value})")
+
+
+def _page_on_engines(loaded, engines: str, dsn, show_locks: bool, step_timeout: float, fmt: str) -> str:
+    from .. import api as core
+    from ..errors import UsageError
+    from .shared import ENGINES, options
+
+    if dsn is not None or show_locks:
+        raise UsageError("--engines runs each engine's embedded server: not with --dsn or --show-locks")
+    names = list(dict.fromkeys(e.strip() for e in engines.split(",") if e.strip()))
+    unknown = [e for e in names if e not in ENGINES]
+    if unknown or not names:
+        raise UsageError(f"--engines: expected a list of {' and '.join(ENGINES)}, e.g. mysql,postgresql")
+    say(f"-- {loaded.title}: on {', '.join(names)} (embedded throwaway servers)")
+    return core.lesson_page_engines(loaded, names, step_timeout, fmt, options.allow_shared_user)
 
 
 def _page_format(output: str, asked: Optional[PageFormat]) -> PageFormat:
