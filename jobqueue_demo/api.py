@@ -89,6 +89,18 @@ def for_server(scenario: Scenario, server) -> Scenario:
     return scenario.for_engine(engine_of(server))
 
 
+def check_engine(scenarios, dsn: str | None, engine: str) -> None:
+    """UsageError, before any server starts, for a scenario not written for the engine the
+    DSN (or, without one, `engine`) names."""
+    from .engine.seam import seam_of_dsn
+    from .engine.server import DSN_ENV
+
+    dsn = dsn or os.environ.get(DSN_ENV) or None
+    target = seam_of_dsn(dsn).name if dsn else engine
+    for scenario in scenarios:
+        scenario.for_engine(target)
+
+
 def run(
     scenario: Scenario, server, step_timeout: float, on_event: Callable | None = None, show_locks: bool = False,
     settings: tuple[str, ...] = (),

@@ -77,7 +77,7 @@ def run(
         _lesson_matrix([loaded], dsn, matrix, step_timeout, checking=False)
         return
     show = _run_view(loaded, layout, fmt)
-    with server_for(dsn) as server:
+    with server_for(dsn, (loaded,)) as server:
         # Part of the transcript, so a handout written with `> file` starts with it; JSON
         # Lines keep standard output for events only.
         heading(f"-- {loaded.title}: on {server.label} ({server.where})", fmt is RunFormat.json)
@@ -208,7 +208,7 @@ def export(
         if engines is not None:
             page = _page_on_engines(loaded, engines, dsn, show_locks, step_timeout, fmt.value)
         else:
-            with server_for(dsn) as server:
+            with server_for(dsn, (loaded,)) as server:
                 say(f"-- {loaded.title}: on {server.label} ({server.where})")
                 page = core.lesson_page(loaded, server, step_timeout, fmt.value, show_locks)
     except ExpectationsNotMet as e:
@@ -280,7 +280,7 @@ def verify(
         _lesson_matrix(loaded, dsn, matrix, step_timeout, checking=True)
         return
     failed = 0
-    with server_for(dsn) as server:
+    with server_for(dsn, tuple(loaded)) as server:
         for item in loaded:
             try:
                 report = core.run(item, server, step_timeout)
@@ -337,7 +337,7 @@ def record(
             f"{name} is a lesson shipped with jobqueue-demo; record a copy "
             f"(jobqueue-demo show {name} --source > my-{name}.yaml), or pass --in-place to rewrite it"
         )
-    with server_for(dsn) as server:
+    with server_for(dsn, (loaded,)) as server:
         written = core.record(loaded, server, step_timeout)
     print(f"{loaded.path}: recorded {written} statement result(s); {core.verified_line(server)}")
 

@@ -106,10 +106,12 @@ def _options(
     options.engine = engine
 
 
-def server_for(dsn: str | None):
-    """The server for a command, as the global options say."""
+def server_for(dsn: str | None, scenarios: tuple = ()):
+    """The server for a command, as the global options say; a scenario not written for its
+    engine is refused before the server starts."""
     from .. import api as core
 
+    core.check_engine(scenarios, dsn, options.engine)
     return core.server(dsn, options.allow_shared_user, options.engine)
 
 
