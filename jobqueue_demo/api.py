@@ -32,7 +32,7 @@ def load(name: str) -> Scenario:
 
 
 @contextmanager
-def server(dsn: str | None, allow_shared_user: bool = False, engine: str = "mysql"):
+def server(dsn: str | None, allow_shared_user: bool = False, engine: str = "mysql", use_env: bool = True):
     """The server to run on, after sweeping what runs killed earlier left there and here.
 
     `engine` ("mysql" or "postgresql") picks the embedded server when no DSN is given; a DSN
@@ -44,7 +44,7 @@ def server(dsn: str | None, allow_shared_user: bool = False, engine: str = "mysq
     from .engine.server import open_server
 
     sweep_dirs()
-    with open_server(dsn, engine) as info:
+    with open_server(dsn, engine, use_env) as info:
         if not info.embedded:
             info.seam.sweep(info.params)
         yield replace(info, shared_user=allow_shared_user)
@@ -214,7 +214,7 @@ def lesson_page_engines(
     missing = [e for e in engines if e not in scenario.engines]
     if missing:
         raise UsageError(f"{scenario.name}: written for {', '.join(scenario.engines)} only, not {', '.join(missing)}")
-    runs = [engine_run(scenario, None, engine, step_timeout, allow_shared_user) for engine in engines]
+    runs = [engine_run(scenario, _env_dsn_for(engine), engine, step_timeout, allow_shared_user) for engine in engines]
     for done in runs:
         if done.mismatches:
             raise ExpectationsNotMet(
@@ -238,7 +238,8 @@ class Comparison:
 
 def engine_targets(scenario: Scenario, dsns: list[str]) -> list[tuple[str | None, str]]:
     """(dsn, engine) for each run of a comparison: the DSNs given (each names its engine),
-    else the embedded server of each engine the lesson is written for."""
+    else for each engine the lesson is written for $JOBQUEUE_DEMO_DSN where it names that
+    engine, and the engine's embedded server otherwise."""
     from .errors import UsageError
 
     if dsns:
@@ -249,14 +250,24 @@ def engine_targets(scenario: Scenario, dsns: list[str]) -> list[tuple[str | None
         raise UsageError(
             f"{scenario.name}: written for {scenario.engines[0]} only; engines: [{scenario.engines[0]}]: nothing to compare"
         )
-    return [(None, engine) for engine in scenario.engines[:2]]
+    return [(_env_dsn_for(engine), engine) for engine in scenario.engines[:2]]
+
+
+def _env_dsn_for(engine: str) -> str | None:
+    """$JOBQUEUE_DEMO_DSN where it names `engine`'s server, else None (its embedded one)."""
+    from .engine.seam import seam_of_dsn
+    from .engine.server import DSN_ENV
+
+    env = os.environ.get(DSN_ENV) or None
+    return env if env and seam_of_dsn(env).name == engine else None
 
 
 def engine_run(scenario: Scenario, dsn: str | None, engine: str, step_timeout: float, allow_shared_user: bool = False):
     """The lesson run on one server: a run/compare.EngineRun (its mismatches kept, not raised)."""
     from .run.compare import EngineRun
 
-    with server(dsn, allow_shared_user, engine) as info:
+    # No DSN here means the engine's embedded server, whatever $JOBQUEUE_DEMO_DSN names.
+    with server(dsn, allow_shared_user, engine, use_env=False) as info:
         report = run(scenario, info, step_timeout)
         verified = verified_line(info, report.ran_on)
         return EngineRun(for_server(scenario, info), tuple(report.events), verified, tuple(report.mismatches))

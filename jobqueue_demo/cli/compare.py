@@ -21,7 +21,8 @@ def compare(
     scenario: str = typer.Argument(..., help="Lesson name or scenario file, written for both engines."),
     dsn: List[str] = typer.Option(
         [], "--dsn", show_default=False,
-        help="Twice, one server per side (" + DSN_HELP + "). Default: an embedded MariaDB and an embedded PostgreSQL.",
+        help="Twice, one server per side (" + DSN_HELP + "). Default: for each engine, $JOBQUEUE_DEMO_DSN where it names that engine, "
+        "else that engine's embedded server.",
     ),
     step_timeout: StepTimeout = 10.0,
     fmt: CompareFormat = typer.Option(

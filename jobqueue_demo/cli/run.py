@@ -177,7 +177,7 @@ def export(
     engines: Optional[str] = typer.Option(
         None, "--engines", metavar="ENGINE,ENGINE", show_default=False,
         help="One transcript per engine on the page (mysql,postgresql), each run on that engine's "
-        "embedded server; not with --dsn or --show-locks.",
+        "embedded server ($JOBQUEUE_DEMO_DSN where it names that engine); not with --dsn or --show-locks.",
     ),
 ) -> None:
     """Run and verify a scenario, then write its lesson page.

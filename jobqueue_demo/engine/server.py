@@ -293,12 +293,12 @@ def describe_server(conn: Connection) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def open_server(dsn: str | None = None, engine: str = MYSQL) -> Iterator[ServerInfo]:
-    """The server to run lessons on: `dsn`, else $JOBQUEUE_DEMO_DSN, else an embedded one of
-    `engine`. A DSN names its engine by its scheme (mysql://, postgresql://)."""
+def open_server(dsn: str | None = None, engine: str = MYSQL, use_env: bool = True) -> Iterator[ServerInfo]:
+    """The server to run lessons on: `dsn`, else $JOBQUEUE_DEMO_DSN (unless not `use_env`),
+    else an embedded one of `engine`. A DSN names its engine by its scheme (mysql://, postgresql://)."""
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}: expected {' or '.join(ENGINES)}")
-    if dsn is None:
+    if dsn is None and use_env:
         dsn = os.environ.get(DSN_ENV) or None
     from . import pg_server
 
