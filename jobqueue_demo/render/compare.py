@@ -12,7 +12,7 @@ import json
 
 from ..run import events as ev
 from ..run.compare import EngineRun, StepDifference
-from .columns import PLAIN, WAIT, completed_lines, pad, rows_lines, wrap_line
+from .columns import PLAIN, WAIT, completed_lines, pad, rows_lines, wrap, wrap_line
 from .transcript import NOTE, Line, event_lines, statement_lines, wait_phrase
 
 MARK = "*"
@@ -29,7 +29,7 @@ def compare_text(left: EngineRun, right: EngineRun, found: list[StepDifference],
         mark = MARK if index + 1 in marked else " "
         out.append(_row(mark, groups_left.get(index, []), groups_right.get(index, []), cell))
     out.append(rule)
-    out += summary_lines(left, right, found)
+    out += [piece for line in summary_lines(left, right, found) for piece in wrap(line, width, " " * 6)]
     return "\n".join(out) + "\n"
 
 
