@@ -113,7 +113,9 @@ def test_record_never_rewrites_a_shipped_lesson_unless_asked(tmp_path, embedded)
     copy.write_text(before)
     done = cli("record", str(copy), env=dsn_env(embedded), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert copy.read_text().endswith(f"verified: {embedded.label} on {datetime.date.today().isoformat()}\n")
+    recorded = copy.read_text()
+    assert f"\n  mysql: {embedded.label} on {datetime.date.today().isoformat()}\n" in recorded
+    assert recorded.endswith(before[before.index("  postgresql: PostgreSQL "):])  # the other engine's stamp kept
 
 
 class _Midnight(datetime.date):
