@@ -85,7 +85,8 @@ def test_compare_as_json_names_each_difference():
     assert ("A", "not vs waited") not in found and ("B", "not vs waited") in found
     a = next(d for d in data["differences"] if d["session"] == "A")
     assert a["what"] == "rows vs error" or a["what"] == "ok vs error"
-    assert "40P01" in a["postgresql"] and "affected" in a["mysql"]
+    on_mysql, on_pg = a["outcomes"]
+    assert "40P01" in on_pg and "affected" in on_mysql
 
 
 def test_compare_needs_a_lesson_for_both_engines_and_two_servers_or_none():
@@ -134,3 +135,12 @@ def test_record_on_postgresql_writes_its_own_slot_and_stamp(tmp_path):
     for engine in ("mysql", "postgresql"):
         again = run_cli("--engine", engine, "verify", str(lesson))
         assert again.exit_code == 0, again.stdout + again.stderr
+
+
+def test_lessons_and_show_name_the_engines_and_every_stamp():
+    listing = run_cli("lessons").stdout.splitlines()
+    detail = listing[listing.index(next(line for line in listing if line.startswith("supremum-wait "))) + 1]
+    assert "; engines mysql; verified: MariaDB " in detail
+    card = run_cli("show", "nowait").stdout
+    assert "engines: mysql, postgresql" in card
+    assert re.search(r"^verified: MariaDB \S+ on \S+\nverified: PostgreSQL \S+ on \S+$", card, re.MULTILINE)

@@ -60,8 +60,9 @@ def compare_json(left: EngineRun, right: EngineRun, found: list[StepDifference])
             for run in (left, right)
         ],
         "differences": [
-            {"step": d.step, "line": d.line, "session": d.session, "what": d.what,
-             left.scenario.engine: d.left, right.scenario.engine: d.right}
+            # Two servers of one engine (MariaDB and MySQL) can be compared too: the outcomes
+            # are in the order of "engines", not keyed by engine.
+            {"step": d.step, "line": d.line, "session": d.session, "what": d.what, "outcomes": [d.left, d.right]}
             for d in found
         ],
     }
