@@ -274,3 +274,10 @@ def test_sigkill_of_the_cli_takes_the_server_with_it_and_the_next_run_sweeps(tmp
         assert _left_in(folder) == ([], "")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_explore_runs_every_schedule_with_the_snapshot_reset():
+    done = cli("--engine", "postgresql", "explore", "tests/data/postgresql/skip-locked-explore.yaml")
+    assert done.returncode == 0, done.stderr
+    assert "reset: tables restored from a snapshot (TRUNCATE + INSERT ... SELECT" in done.stdout
+    assert "verdict: invariants hold in all 330 schedule(s)" in done.stdout
