@@ -28,6 +28,7 @@ class PgWaitMonitor:
 
     def __init__(self, control_conn):
         self.control = control_conn
+        self._seen: dict[int, WaitInfo] = {}  # the waits of the last blocked() call
         self._probe = control.flag(control_conn, f"SELECT has_function_privilege('{PROBE}(integer, integer[])', 'EXECUTE')")
         # A new backend (a new database, too) reads the catalog entries a query needs on its
         # first use, about 2 ms for these: paid here, not while a step's wait is being timed.
@@ -48,17 +49,28 @@ class PgWaitMonitor:
             test = f"{PROBE}(a.pid, ARRAY(SELECT pid FROM pg_stat_activity WHERE datname = current_database()))"
         else:
             test = "cardinality(pg_blocking_pids(a.pid)) > 0"
+        # Who blocks it and on which lock come with each sighting: the wait is confirmed on the
+        # next poll, and describe() then tells it without another round trip.
         found = self.rows(
-            "SELECT a.pid, a.wait_event FROM pg_stat_activity a "
+            "SELECT a.pid, a.wait_event, pg_blocking_pids(a.pid), "
+            f"({self._lock_sql('a.pid')}) FROM pg_stat_activity a "
             f"WHERE a.pid = ANY({_array(thread_ids)}) AND a.wait_event_type = 'Lock' AND {test}"
         )
-        return {int(pid): TABLE if event == "relation" else ROW for pid, event in found}
+        kinds = {int(pid): TABLE if event == "relation" else ROW for pid, event, _, _ in found}
+        self._seen = {int(pid): WaitInfo(kinds[int(pid)], tuple(sorted(_pids(blockers))), lock or "") for pid, _, blockers, lock in found}
+        return kinds
 
     def in_cycle(self, thread_ids: list[int]) -> bool:
         """Whether some of these backends wait for each other in a cycle: PostgreSQL looks for
-        one only after deadlock_timeout, and until then the cycle is there to see."""
-        found = self.rows(f"SELECT p, pg_blocking_pids(p) FROM unnest({_array(thread_ids)}) p")
+        one only after deadlock_timeout, and until then the cycle is there to see. A backend
+        found waiting for nobody any more counts too: the deadlock check has just broken the
+        cycle, and the victim's error and the survivor's answer are on their way."""
+        found = self.rows(
+            f"SELECT p, pg_blocking_pids(p) || pg_safe_snapshot_blocking_pids(p) FROM unnest({_array(thread_ids)}) p"
+        )
         edges = {int(p): _pids(blockers) for p, blockers in found}
+        if not all(edges.values()):
+            return True
         return any(_reaches(edges, start, start, set()) for start in edges)
 
     def alive(self, thread_id: int) -> bool:
@@ -76,6 +88,9 @@ class PgWaitMonitor:
     def describe(self, thread_id: int, kind: str, schema: str = "") -> WaitInfo:
         """Who holds what the backend waits for (pg_blocking_pids), and which lock (pg_locks)."""
         pid = int(thread_id)
+        seen = self._seen.get(pid)
+        if seen is not None and seen.kind == kind and seen.blockers:
+            return seen
         found = self.rows(f"SELECT pg_blocking_pids({pid}), ({self._lock_sql(pid)})")
         blockers = tuple(sorted(_pids(found[0][0]))) if found else ()
         return WaitInfo(kind, blockers, (found[0][1] or "") if found else "")
@@ -84,7 +99,7 @@ class PgWaitMonitor:
         return self.describe(thread_id, ROW)
 
     @staticmethod
-    def _lock_sql(pid: int) -> str:
+    def _lock_sql(pid: int | str) -> str:
         """The lock awaited, as text. The tuple lock first: a row lock's waiter holds it (or
         awaits it behind an earlier waiter) while it waits on the holder's transactionid."""
         return (
