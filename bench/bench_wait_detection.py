@@ -86,8 +86,8 @@ def anchor_latency(server, observer: Observer) -> float:
         for session in (a, b):
             answered(session, "BEGIN")
         answered(a, LOCK)
-        b.send(LOCK)
         monitor = seam.wait_monitor(scratch.conn, server)
+        b.send(LOCK)
         while True:
             time.sleep(ANCHOR_POLL_S)
             if monitor.blocked([b.thread_id]):

@@ -85,6 +85,10 @@ def parse_innodb_status(text: str) -> dict[int, TrxStatus]:
 class WaitMonitor:
     """Queries one control connection; it must never run a statement that can itself block."""
 
+    # InnoDB's view of a wait can lag: a freed waiter or a deadlock victim shows LOCK WAIT for
+    # a moment after the fact, so a wait is believed on its second sighting (run/settle.py).
+    exact = False
+
     def __init__(self, control, flavor: str):
         self.control = control
         self.mysql = flavor == "MySQL"
