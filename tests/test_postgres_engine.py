@@ -281,3 +281,46 @@ def test_explore_runs_every_schedule_with_the_snapshot_reset():
     assert done.returncode == 0, done.stderr
     assert "reset: tables restored from a snapshot (TRUNCATE + INSERT ... SELECT" in done.stdout
     assert "verdict: invariants hold in all 330 schedule(s)" in done.stdout
+
+
+def test_show_locks_is_refused_in_one_line():
+    done = cli("--engine", "postgresql", "run", "tests/data/postgresql/skip-locked.yaml", "--show-locks")
+    assert done.returncode == 2 and "--show-locks needs" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_scenario_sql_runs_as_the_per_run_role(pg):
+    from jobqueue_demo.engine.pg_session import answer
+
+    scratch = pg.seam.scratch(pg)
+    scratch.open()
+    try:
+        user = pg.seam.user_connection(scratch, 10.0)
+        assert answer(user, "SELECT current_user").rows == ((scratch.name,),)
+        refused = answer(user, "CREATE DATABASE jqd_should_not_exist").error
+        assert refused.code == "42501" and str(refused).startswith("ERROR:  permission denied")
+        user.close()
+    finally:
+        scratch.close()
+
+
+def test_cleanup_drops_a_dead_runs_database_and_role_only(pg_local):
+    from jobqueue_demo.engine.pg_control import execute, flag, quote
+    from jobqueue_demo.engine.scratch import new_name
+
+    dead, alive = new_name(), new_name()
+    admin, holder = pg_local.params.connect(), pg_local.params.connect()
+    try:
+        for name in (dead, alive):
+            execute(admin, f"CREATE DATABASE {quote(name)}")
+            execute(admin, f"CREATE ROLE {quote(name)}")
+        assert flag(holder, f"SELECT pg_try_advisory_lock(hashtext('{alive}'))")  # as a live run holds it
+        done = cli("cleanup", "--dsn", LOCAL_PG_DSN)
+        assert done.returncode == 0, done.stderr
+        assert f"removed database {dead}" in done.stdout and f"removed user {dead}" in done.stdout
+        left = {r[0] for r in admin.execute("SELECT datname FROM pg_database UNION ALL SELECT rolname FROM pg_roles").fetchall()}
+        assert dead not in left and alive in left
+    finally:
+        holder.close()
+        execute(admin, f"DROP DATABASE IF EXISTS {quote(alive)}")
+        execute(admin, f"DROP ROLE IF EXISTS {quote(alive)}")
+        admin.close()

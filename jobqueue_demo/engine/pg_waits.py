@@ -29,6 +29,8 @@ class PgWaitMonitor:
     # wakes it, and a deadlock victim leaves the wait queue before its error is sent: what
     # the probe says is current, and one sighting of a wait is enough (as for isolationtester).
     exact = True
+    # Row locks live in the rows (xmax), not in pg_locks: nothing counts a transaction's.
+    counts_row_locks = False
 
     def __init__(self, control_conn):
         self.control = control_conn

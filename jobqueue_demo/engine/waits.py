@@ -88,6 +88,8 @@ class WaitMonitor:
     # InnoDB's view of a wait can lag: a freed waiter or a deadlock victim shows LOCK WAIT for
     # a moment after the fact, so a wait is believed on its second sighting (run/settle.py).
     exact = False
+    # SHOW ENGINE INNODB STATUS counts each transaction's record locks (--show-locks).
+    counts_row_locks = True
 
     def __init__(self, control, flavor: str):
         self.control = control
