@@ -319,6 +319,7 @@ def test_cleanup_drops_a_dead_runs_database_and_role_only(pg_local):
         assert f"removed database {dead}" in done.stdout and f"removed user {dead}" in done.stdout
         left = {r[0] for r in admin.execute("SELECT datname FROM pg_database UNION ALL SELECT rolname FROM pg_roles").fetchall()}
         assert dead not in left and alive in left
+        assert f"kept database {alive} (its run is alive)" in done.stdout
     finally:
         holder.close()
         execute(admin, f"DROP DATABASE IF EXISTS {quote(alive)}")
