@@ -325,3 +325,15 @@ def test_cleanup_drops_a_dead_runs_database_and_role_only(pg_local):
         execute(admin, f"DROP DATABASE IF EXISTS {quote(alive)}")
         execute(admin, f"DROP ROLE IF EXISTS {quote(alive)}")
         admin.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the server runs as the postgres user only when we are root")
+def test_a_run_dir_the_postgres_user_cannot_reach_is_one_line_and_left_clean():
+    folder = Path(tempfile.mkdtemp(prefix="jqd-test-private-"))  # mode 0700, root's
+    try:
+        done = cli("--engine", "postgresql", "run", "tests/data/postgresql/skip-locked.yaml", env={"TMPDIR": str(folder)})
+        assert done.returncode == 3 and "point TMPDIR at a directory it can enter" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+        assert _left_in(folder) == ([], "")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
