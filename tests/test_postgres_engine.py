@@ -337,3 +337,18 @@ def test_a_run_dir_the_postgres_user_cannot_reach_is_one_line_and_left_clean():
         assert _left_in(folder) == ([], "")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_snapshot_reset_matches_rebuilding_the_schema(pg_embedded):
+    from jobqueue_demo.explore.search import ExploreOptions, explore
+
+    scenario = core.load(str(DATA / "claim-without-lock-explore.yaml"))
+    outcomes = []
+    for recreate in (False, True):
+        seen = []
+        report = explore(scenario, pg_embedded, ExploreOptions(max_schedules=40, recreate=recreate), seen.append)
+        outcomes.append((report.reset, [(s.moves, s.outcome) for s in seen]))
+    (fast_reset, fast), (slow_reset, slow) = outcomes
+    assert "snapshot" in fast_reset and "rebuilt" in slow_reset
+    assert fast == slow and len(fast) == 40
+    assert {outcome for _, outcome in fast} == {"ok", "violated"}
