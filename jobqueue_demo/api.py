@@ -32,11 +32,11 @@ def load(name: str) -> Scenario:
 
 
 @contextmanager
-def server(dsn: str | None, allow_shared_user: bool = False, engine: str = "mysql", use_env: bool = True):
+def server(dsn: str | None, allow_shared_user: bool = False, engine: str | None = None):
     """The server to run on, after sweeping what runs killed earlier left there and here.
 
-    `engine` ("mysql" or "postgresql") picks the embedded server when no DSN is given; a DSN
-    names its own engine by its scheme.
+    `engine` ("mysql" or "postgresql"; None: $JOBQUEUE_DEMO_DSN's, else mysql) picks the
+    embedded server when no DSN is given; a DSN names its own engine by its scheme.
     """
     from dataclasses import replace
 
@@ -44,7 +44,7 @@ def server(dsn: str | None, allow_shared_user: bool = False, engine: str = "mysq
     from .engine.server import open_server
 
     sweep_dirs()
-    with open_server(dsn, engine, use_env) as info:
+    with open_server(dsn, engine) as info:
         if not info.embedded:
             info.seam.sweep(info.params)
         yield replace(info, shared_user=allow_shared_user)
@@ -89,14 +89,15 @@ def for_server(scenario: Scenario, server) -> Scenario:
     return scenario.for_engine(engine_of(server))
 
 
-def check_engine(scenarios, dsn: str | None, engine: str) -> None:
+def check_engine(scenarios, dsn: str | None, engine: str | None) -> None:
     """UsageError, before any server starts, for a scenario not written for the engine the
-    DSN (or, without one, `engine`) names."""
+    server will be of: the DSN's, else `engine`, else $JOBQUEUE_DEMO_DSN's, else mysql (as
+    engine/server.py open_server chooses)."""
     from .engine.seam import seam_of_dsn
     from .engine.server import DSN_ENV
 
-    dsn = dsn or os.environ.get(DSN_ENV) or None
-    target = seam_of_dsn(dsn).name if dsn else engine
+    dsn = dsn or (None if engine else os.environ.get(DSN_ENV) or None)
+    target = seam_of_dsn(dsn).name if dsn else engine or "mysql"
     for scenario in scenarios:
         scenario.for_engine(target)
 
@@ -214,7 +215,7 @@ def lesson_page_engines(
     missing = [e for e in engines if e not in scenario.engines]
     if missing:
         raise UsageError(f"{scenario.name}: written for {', '.join(scenario.engines)} only, not {', '.join(missing)}")
-    runs = [engine_run(scenario, _env_dsn_for(engine), engine, step_timeout, allow_shared_user) for engine in engines]
+    runs = [engine_run(scenario, None, engine, step_timeout, allow_shared_user) for engine in engines]
     for done in runs:
         if done.mismatches:
             raise ExpectationsNotMet(
@@ -250,24 +251,16 @@ def engine_targets(scenario: Scenario, dsns: list[str]) -> list[tuple[str | None
         raise UsageError(
             f"{scenario.name}: written for {scenario.engines[0]} only; engines: [{scenario.engines[0]}]: nothing to compare"
         )
-    return [(_env_dsn_for(engine), engine) for engine in scenario.engines[:2]]
-
-
-def _env_dsn_for(engine: str) -> str | None:
-    """$JOBQUEUE_DEMO_DSN where it names `engine`'s server, else None (its embedded one)."""
-    from .engine.seam import seam_of_dsn
-    from .engine.server import DSN_ENV
-
-    env = os.environ.get(DSN_ENV) or None
-    return env if env and seam_of_dsn(env).name == engine else None
+    # With no DSN, each engine's server is $JOBQUEUE_DEMO_DSN where it is of that engine,
+    # else that engine's embedded one (engine/server.py open_server).
+    return [(None, engine) for engine in scenario.engines[:2]]
 
 
 def engine_run(scenario: Scenario, dsn: str | None, engine: str, step_timeout: float, allow_shared_user: bool = False):
     """The lesson run on one server: a run/compare.EngineRun (its mismatches kept, not raised)."""
     from .run.compare import EngineRun
 
-    # No DSN here means the engine's embedded server, whatever $JOBQUEUE_DEMO_DSN names.
-    with server(dsn, allow_shared_user, engine, use_env=False) as info:
+    with server(dsn, allow_shared_user, engine) as info:
         report = run(scenario, info, step_timeout)
         verified = verified_line(info, report.ran_on)
         return EngineRun(for_server(scenario, info), tuple(report.events), verified, tuple(report.mismatches))

@@ -274,3 +274,81 @@ def test_sigkill_of_the_cli_takes_the_server_with_it_and_the_next_run_sweeps(tmp
         assert _left_in(folder) == ([], "")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_explore_runs_every_schedule_with_the_snapshot_reset():
+    done = cli("--engine", "postgresql", "explore", "tests/data/postgresql/skip-locked-explore.yaml")
+    assert done.returncode == 0, done.stderr
+    assert "reset: tables restored from a snapshot (TRUNCATE + INSERT ... SELECT" in done.stdout
+    assert "verdict: invariants hold in all 330 schedule(s)" in done.stdout
+
+
+def test_show_locks_is_refused_in_one_line():
+    done = cli("--engine", "postgresql", "run", "tests/data/postgresql/skip-locked.yaml", "--show-locks")
+    assert done.returncode == 2 and "--show-locks needs" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_scenario_sql_runs_as_the_per_run_role(pg):
+    from jobqueue_demo.engine.pg_session import answer
+
+    scratch = pg.seam.scratch(pg)
+    scratch.open()
+    try:
+        user = pg.seam.user_connection(scratch, 10.0)
+        assert answer(user, "SELECT current_user").rows == ((scratch.name,),)
+        refused = answer(user, "CREATE DATABASE jqd_should_not_exist").error
+        assert refused.code == "42501" and str(refused).startswith("ERROR:  permission denied")
+        user.close()
+    finally:
+        scratch.close()
+
+
+def test_cleanup_drops_a_dead_runs_database_and_role_only(pg_local):
+    from jobqueue_demo.engine.pg_control import execute, flag, quote
+    from jobqueue_demo.engine.scratch import new_name
+
+    dead, alive = new_name(), new_name()
+    admin, holder = pg_local.params.connect(), pg_local.params.connect()
+    try:
+        for name in (dead, alive):
+            execute(admin, f"CREATE DATABASE {quote(name)}")
+            execute(admin, f"CREATE ROLE {quote(name)}")
+        assert flag(holder, f"SELECT pg_try_advisory_lock(hashtext('{alive}'))")  # as a live run holds it
+        done = cli("cleanup", "--dsn", LOCAL_PG_DSN)
+        assert done.returncode == 0, done.stderr
+        assert f"removed database {dead}" in done.stdout and f"removed user {dead}" in done.stdout
+        left = {r[0] for r in admin.execute("SELECT datname FROM pg_database UNION ALL SELECT rolname FROM pg_roles").fetchall()}
+        assert dead not in left and alive in left
+        assert f"kept database {alive} (its run is alive)" in done.stdout
+    finally:
+        holder.close()
+        execute(admin, f"DROP DATABASE IF EXISTS {quote(alive)}")
+        execute(admin, f"DROP ROLE IF EXISTS {quote(alive)}")
+        admin.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the server runs as the postgres user only when we are root")
+def test_a_run_dir_the_postgres_user_cannot_reach_is_one_line_and_left_clean():
+    folder = Path(tempfile.mkdtemp(prefix="jqd-test-private-"))  # mode 0700, root's
+    try:
+        done = cli("--engine", "postgresql", "run", "tests/data/postgresql/skip-locked.yaml", env={"TMPDIR": str(folder)})
+        assert done.returncode == 3 and "point TMPDIR at a directory it can enter" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+        assert _left_in(folder) == ([], "")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_snapshot_reset_matches_rebuilding_the_schema(pg_embedded):
+    from jobqueue_demo.explore.search import ExploreOptions, explore
+
+    scenario = core.load(str(DATA / "claim-without-lock-explore.yaml"))
+    outcomes = []
+    for recreate in (False, True):
+        seen = []
+        report = explore(scenario, pg_embedded, ExploreOptions(max_schedules=40, recreate=recreate), seen.append)
+        outcomes.append((report.reset, [(s.moves, s.outcome) for s in seen]))
+    (fast_reset, fast), (slow_reset, slow) = outcomes
+    assert "snapshot" in fast_reset and "rebuilt" in slow_reset
+    assert fast == slow and len(fast) == 40
+    assert {outcome for _, outcome in fast} == {"ok", "violated"}
