@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import PurePath
 
 from ..engine import mysql_errors, pg_errors
 from ..errors import UsageError
@@ -146,7 +147,8 @@ class Scenario:
 
     @property
     def name(self) -> str:
-        return re.sub(r"\.ya?ml$", "", self.path.rsplit("/", 1)[-1])
+        """The file's name without .yaml: a shipped lesson's name."""
+        return PurePath(self.path).stem
 
     def for_engine(self, engine: str) -> Scenario:
         """This lesson as written for `engine`: plain SQL, expectations and narration, no
