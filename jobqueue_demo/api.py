@@ -198,7 +198,10 @@ def lesson_page(scenario: Scenario, server, step_timeout: float, fmt: str, show_
             f"{scenario.path}: {len(report.mismatches)} expectation(s) not met on {server.label}; no page written",
             report.mismatches,
         )
-    facts = LessonFacts(scenario, tuple(report.events), verified_line(server, report.ran_on), lesson_name(scenario))
+    recorded = tuple(stamp for engine, stamp in scenario.stamps if engine != scenario.engine)
+    facts = LessonFacts(
+        scenario, tuple(report.events), verified_line(server, report.ran_on), lesson_name(scenario), recorded=recorded,
+    )
     return render_page(facts, fmt)
 
 

@@ -27,6 +27,8 @@ class LessonFacts:
     verified: str  # "MariaDB 10.11.19 on 2026-12-02"
     lesson: str  # what to pass to `jobqueue-demo run`
     others: tuple[LessonFacts, ...] = ()  # the same lesson's runs on other engines, shown after this one
+    # The file's stamps for the lesson's engines not run for this page ("PostgreSQL 15.20 on ...").
+    recorded: tuple[str, ...] = ()
 
     @property
     def runs(self) -> tuple[LessonFacts, ...]:
@@ -35,7 +37,7 @@ class LessonFacts:
     @property
     def verified_text(self) -> str:
         """"Verified against MariaDB ... on ... · Verified against PostgreSQL ... on ..."."""
-        return " · ".join(f"Verified against {run.verified}" for run in self.runs)
+        return " · ".join(f"Verified against {stamp}" for stamp in (*(run.verified for run in self.runs), *self.recorded))
 
 
 @dataclass(frozen=True)
