@@ -77,7 +77,7 @@ def run(
         _lesson_matrix([loaded], dsn, matrix, step_timeout, checking=False)
         return
     show = _run_view(loaded, layout, fmt)
-    with server_for(dsn) as server:
+    with server_for(dsn, (loaded,)) as server:
         # Part of the transcript, so a handout written with `> file` starts with it; JSON
         # Lines keep standard output for events only.
         heading(f"-- {loaded.title}: on {server.label} ({server.where})", fmt is RunFormat.json)
@@ -176,6 +176,11 @@ def export(
     dsn: Dsn = None,
     step_timeout: StepTimeout = 10.0,
     show_locks: ShowLocks = False,
+    engines: Optional[str] = typer.Option(
+        None, "--engines", metavar="ENGINE,ENGINE", show_default=False,
+        help="One transcript per engine on the page (mysql,postgresql), each run on that engine's "
+        "embedded server ($JOBQUEUE_DEMO_DSN where it names that engine); not with --dsn or --show-locks.",
+    ),
 ) -> None:
     """Run and verify a scenario, then write its lesson page.
 
@@ -191,6 +196,7 @@ def export(
       jobqueue-demo export nowait -o nowait.md
       jobqueue-demo export outbox -o outbox.json
       jobqueue-demo export filesort-locks --show-locks -o filesort-locks.html
+      jobqueue-demo export gap-locks --engines mysql,postgresql -o gap-locks.html
     """
     from .. import api
     from ..errors import ExpectationsNotMet
@@ -200,19 +206,37 @@ def export(
     if output != "-":
         check_writable(output)
     loaded = api.load(scenario)
-    with server_for(dsn) as server:
-        say(f"-- {loaded.title}: on {server.label} ({server.where})")
-        try:
-            page = api.lesson_page(loaded, server, step_timeout, fmt.value, show_locks)
-        except ExpectationsNotMet as e:
-            for mismatch in e.mismatches:
-                say("  " + str(mismatch).replace("\n", "\n  "))
-            raise
+    try:
+        if engines is not None:
+            page = _page_on_engines(loaded, engines, dsn, show_locks, step_timeout, fmt.value)
+        else:
+            with server_for(dsn, (loaded,)) as server:
+                say(f"-- {loaded.title}: on {server.label} ({server.where})")
+                page = api.lesson_page(loaded, server, step_timeout, fmt.value, show_locks)
+    except ExpectationsNotMet as e:
+        for mismatch in e.mismatches:
+            say("  " + str(mismatch).replace("\n", "\n  "))
+        raise
     if output == "-":
         sys.stdout.write(page)
         return
     write_file(output, page)
     say(f"-- wrote {output} ({fmt.value})")
+
+
+def _page_on_engines(loaded, engines: str, dsn, show_locks: bool, step_timeout: float, fmt: str) -> str:
+    from .. import api
+    from ..errors import UsageError
+    from .shared import ENGINES, options
+
+    if dsn is not None or show_locks:
+        raise UsageError("--engines runs each engine's embedded server: not with --dsn or --show-locks")
+    names = list(dict.fromkeys(e.strip() for e in engines.split(",") if e.strip()))
+    unknown = [e for e in names if e not in ENGINES]
+    if unknown or not names:
+        raise UsageError(f"--engines: expected a list of {' and '.join(ENGINES)}, e.g. mysql,postgresql")
+    say(f"-- {loaded.title}: on {', '.join(names)} (embedded throwaway servers)")
+    return api.lesson_page_engines(loaded, names, step_timeout, fmt, options.allow_shared_user)
 
 
 def _page_format(output: str, asked: Optional[PageFormat]) -> PageFormat:
@@ -258,7 +282,7 @@ def verify(
         _lesson_matrix(loaded, dsn, matrix, step_timeout, checking=True)
         return
     failed = 0
-    with server_for(dsn) as server:
+    with server_for(dsn, tuple(loaded)) as server:
         for item in loaded:
             try:
                 report = api.run(item, server, step_timeout)
@@ -315,7 +339,7 @@ def record(
             f"{name} is a lesson shipped with jobqueue-demo; record a copy "
             f"(jobqueue-demo show {name} --source > my-{name}.yaml), or pass --in-place to rewrite it"
         )
-    with server_for(dsn) as server:
+    with server_for(dsn, (loaded,)) as server:
         written = api.record(loaded, server, step_timeout)
     print(f"{loaded.path}: recorded {written} statement result(s); {api.verified_line(server)}")
 
@@ -347,7 +371,10 @@ def lessons() -> None:
         explore = f"; explore: {lesson.explore}" if lesson.explore else ""
         explore += f"; explore variant of {', '.join(lesson.variant_of)}" if lesson.variant_of else ""
         print(f"{lesson.name:{width}s}  {lesson.summary}")
-        print(f"{'':{width}s}  sessions {', '.join(lesson.sessions)}; verified: {lesson.verified or 'not recorded'}{explore}")
+        print(
+            f"{'':{width}s}  sessions {', '.join(lesson.sessions)}; engines {', '.join(lesson.engines)}; "
+            f"verified: {lesson.verified or 'not recorded'}{explore}"
+        )
     if any(lesson.problem for lesson in found):
         raise typer.Exit(EXIT_USAGE)
 

@@ -136,7 +136,7 @@ class ColumnsLayout:
 
     def _block(self, event) -> Block | None:
         if isinstance(event, ev.Completed):
-            return self._own(event.session, _completed(event, self.cell))
+            return self._own(event.session, completed_lines(event, self.cell))
         if isinstance(event, ev.Waiting):
             wait = Line(f"-- {wait_phrase(event)}", event.session, WAIT)
             return self._own(event.session, [*_statement(event.session, event.sql, event.comment), wait])
@@ -188,8 +188,8 @@ class ColumnsLayout:
         out = []
         for line in block.lines:
             kind = ERROR if line.kind == RESULT and line.text.startswith("ERROR ") else line.kind
-            for piece in _wrap_line(line, width):
-                out.append(Segment(_pad(piece, width), kind, line.session))
+            for piece in wrap_line(line, width):
+                out.append(Segment(pad(piece, width), kind, line.session))
         return out or [Segment(" " * width)]
 
     def _filler(self, session: str, row: int) -> Segment:
@@ -210,7 +210,7 @@ class ColumnsLayout:
         return tuple(out)
 
 
-def _completed(event: ev.Completed, width: int) -> list[Line]:
+def completed_lines(event: ev.Completed, width: int) -> list[Line]:
     if event.waited_ms is not None:
         head = [Line(f"{event.session}> <... completed after {event.waited_ms:.0f} ms>", event.session, SQL)]
     else:
@@ -273,7 +273,7 @@ def _statement(session: str, sql: str, comment: str | None) -> list[Line]:
     return lines + [Line(f"-- {comment}", session, NOTE)] if comment else lines
 
 
-def _wrap_line(line: Line, width: int) -> list[str]:
+def wrap_line(line: Line, width: int) -> list[str]:
     """SQL keeps a hanging indent under its prompt; tables fold rather than break at spaces."""
     if not line.text:
         return [""]
@@ -288,12 +288,12 @@ def _wrap_line(line: Line, width: int) -> list[str]:
     return wrap(line.text, width, "   " if line.kind in (NOTE, WAIT, RESULT) else "")
 
 
-def _pad(text: str, width: int) -> str:
+def pad(text: str, width: int) -> str:
     return text + " " * max(0, width - cells(text))
 
 
 def _clip(text: str, width: int) -> str:
-    return _pad(fold(text, width)[0], width)
+    return pad(fold(text, width)[0], width)
 
 
 def plain_text(line: tuple[Segment, ...]) -> str:

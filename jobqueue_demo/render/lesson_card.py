@@ -27,7 +27,8 @@ def card(scenario: Scenario, name: str, variant_of: tuple[str, ...] = ()) -> lis
         lines.append("explore variant: none")
     if scenario.invariants:
         lines.append("invariants: " + "; ".join(i.name for i in scenario.invariants))
-    lines.append(f"verified: {scenario.verified or 'not recorded'}")
+    lines.append(f"engines: {', '.join(scenario.engines)}")
+    lines += [f"verified: {stamp}" for _, stamp in scenario.stamps] or ["verified: not recorded"]
     lines.append(f"run it: jobqueue-demo run {name}   (the YAML: jobqueue-demo show {name} --source)")
     return lines
 
