@@ -19,6 +19,7 @@ from .shared import app, options, say, say_notes
 # Each command module and the commands it registers, in the order --help lists them.
 COMMAND_MODULES = {
     "run": ("run", "export", "verify", "record", "lessons", "cleanup"),
+    "compare": ("compare",),
     "explore": ("explore",),
     "show": ("show",),
     "workers": ("workers", "bench"),
