@@ -86,15 +86,20 @@ def for_server(scenario: Scenario, server) -> Scenario:
     return scenario.for_engine(engine_of(server))
 
 
-def check_engine(scenarios, dsn: str | None, engine: str | None) -> None:
-    """UsageError, before any server starts, for a scenario not written for the engine the
-    server will be of: the DSN's, else `engine`, else $JOBQUEUE_DEMO_DSN's, else mysql (as
-    engine/server.py open_server chooses)."""
+def engine_target(dsn: str | None, engine: str | None) -> str:
+    """The engine the server will be of, known before it starts: the DSN's, else `engine`,
+    else $JOBQUEUE_DEMO_DSN's, else mysql (as engine/server.py open_server chooses)."""
     from .engine.seam import seam_of_dsn
     from .engine.server import DSN_ENV
 
     dsn = dsn or (None if engine else os.environ.get(DSN_ENV) or None)
-    target = seam_of_dsn(dsn).name if dsn else engine or "mysql"
+    return seam_of_dsn(dsn).name if dsn else engine or "mysql"
+
+
+def check_engine(scenarios, dsn: str | None, engine: str | None) -> None:
+    """UsageError, before any server starts, for a scenario not written for the engine the
+    server will be of."""
+    target = engine_target(dsn, engine)
     for scenario in scenarios:
         scenario.for_engine(target)
 

@@ -281,6 +281,8 @@ def verify(
     if matrix:
         _lesson_matrix(loaded, dsn, matrix, step_timeout, checking=True)
         return
+    if len(loaded) > 1:
+        loaded = _written_for_engine(loaded, dsn)
     failed = 0
     with server_for(dsn, tuple(loaded)) as server:
         for item in loaded:
@@ -302,6 +304,23 @@ def verify(
             print(f"{failed} of {len(loaded)} scenario(s) differ on {server.label}")
             raise typer.Exit(EXIT_MISMATCH)
         print(f"Verified against {server.label}")
+
+
+def _written_for_engine(loaded: list, dsn) -> list:
+    """Several lessons at once (`verify scenarios/*.yaml`): those not written for the server's
+    engine are skipped, each said, rather than refusing them all."""
+    from .. import api
+    from ..errors import UsageError
+    from .shared import options
+
+    target = api.engine_target(dsn, options.engine)
+    kept = [item for item in loaded if target in item.engines]
+    for item in loaded:
+        if item not in kept:
+            print(f"{item.path}: skipped, written for {' and '.join(item.engines)} only")
+    if not kept:
+        raise UsageError(f"none of these scenarios is written for {target}")
+    return kept
 
 
 def _print_mismatches(mismatches) -> None:
