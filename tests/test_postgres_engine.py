@@ -352,3 +352,74 @@ def test_snapshot_reset_matches_rebuilding_the_schema(pg_embedded):
     assert "snapshot" in fast_reset and "rebuilt" in slow_reset
     assert fast == slow and len(fast) == 40
     assert {outcome for _, outcome in fast} == {"ok", "violated"}
+
+
+# -- a server that stops answering ---------------------------------------------------------
+
+FROZEN_STEP_TIMEOUT_S = 3
+
+
+def signal_all(postmaster: int, signum: int) -> None:
+    """The postmaster and every backend: each backend is a session leader of its own (setsid)."""
+    children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True, text=True).stdout.split()
+    for pid in [postmaster, *map(int, children)]:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture
+def frozen_pg():
+    """A private PostgreSQL, to be frozen whole (SIGSTOP) by the test."""
+    from jobqueue_demo.engine.pg_server import EmbeddedPostgres
+
+    server = EmbeddedPostgres()
+    server.start()
+    postmaster = server._process.pid
+    try:
+        yield server, postmaster
+    finally:
+        signal_all(postmaster, signal.SIGCONT)
+        server.stop()
+
+
+def start_frozen_pg_run(server, postmaster: int) -> subprocess.Popen:
+    dsn = f"postgresql://postgres@/postgres?host={server.workdir}"
+    proc = start("run", "tests/data/postgresql/long-statement.yaml", "--dsn", dsn,
+                 "--step-timeout", str(FROZEN_STEP_TIMEOUT_S), "--format", "json", env={})
+    while '"run_started"' not in proc.stdout.readline():
+        assert proc.poll() is None, proc.stderr.read()
+    import time
+
+    time.sleep(0.3)  # the statement is sent and the driver is watching for waits
+    signal_all(postmaster, signal.SIGSTOP)
+    return proc
+
+
+def test_frozen_postgresql_ends_the_run_with_exit_3_after_the_step_timeout(frozen_pg):
+    import time
+
+    proc = start_frozen_pg_run(*frozen_pg)
+    frozen = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    took = time.monotonic() - frozen
+    assert proc.returncode == 3, err
+    assert err.splitlines()[-1].endswith(f"the server did not answer within {FROZEN_STEP_TIMEOUT_S} s")
+    assert "Traceback" not in err
+    # One step timeout for the monitor's query; the clean-up gives up on the silent server at
+    # once. Loose: a busy machine must not fail this, a hang must.
+    assert took < 2 * FROZEN_STEP_TIMEOUT_S, took
+
+
+def test_ctrl_c_while_postgresql_is_frozen_exits_130_at_once(frozen_pg):
+    import time
+
+    proc = start_frozen_pg_run(*frozen_pg)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert time.monotonic() - sent < 2.0

@@ -31,7 +31,7 @@ from urllib.parse import unquote
 
 from ..errors import ServerError, StartFailed, UsageError
 from .owner import hold
-from .server import die_with_parent, run_command, refuse_nul, split_dsn
+from .server import ANSWER_TIMEOUT_S, die_with_parent, refuse_nul, run_command, split_dsn
 
 DSN_SCHEMES = ("postgresql", "postgres")
 DSN_FORM = "postgresql://user:password@host:port/database"
@@ -86,12 +86,15 @@ class PgParams:
             options["dbname"] = target.database
         return options
 
-    def connect(self, database: str | None | EllipsisType = ..., **_ignored):
-        """An open psycopg connection, autocommit on (every BEGIN is explicit)."""
+    def connect(self, database: str | None | EllipsisType = ..., answer_timeout: float = ANSWER_TIMEOUT_S, **_mysql_only):
+        """An open psycopg connection, autocommit on (every BEGIN is explicit). The tool's own
+        statements on it wait at most `answer_timeout` seconds for the server (pg_control.py)."""
         import psycopg
 
         try:
-            return psycopg.connect(autocommit=True, **self.conninfo(database))
+            conn = psycopg.connect(autocommit=True, **self.conninfo(database))
+            conn.answer_timeout = answer_timeout
+            return conn
         except psycopg.Error as exc:
             target = self if database is ... else replace(self, database=database)
             raise ServerError(f"cannot connect to {target.display()}: {_one_line(exc)}") from exc

@@ -167,12 +167,12 @@ class PgSeam:
         return PgWaitMonitor(control_conn)
 
     def user_connection(self, scratch, answer_timeout: float):
-        return scratch.session_params.connect(database=scratch.name)
+        return scratch.session_params.connect(database=scratch.name, answer_timeout=answer_timeout)
 
     def session(self, name: str, scratch, settings_sql: str | None, answer_timeout: float):
         from .pg_session import connect_session
 
-        return connect_session(name, scratch.session_params, scratch.name, settings_sql)
+        return connect_session(name, scratch.session_params, scratch.name, settings_sql, answer_timeout)
 
     def reset_session(self, session, scratch, settings_sql: str | None) -> bool:
         """ROLLBACK and DISCARD ALL (temporary tables, session settings, advisory locks,
