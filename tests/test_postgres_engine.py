@@ -112,7 +112,7 @@ def test_for_update_waits_with_the_blocker_named_then_completes(pg):
     report = run("waits", pg)
     first = waits(report)[0]
     assert (first.session, first.kind, first.blockers) == ("B", "row lock", ("A",))
-    assert first.lock.startswith("jobs tuple (0,1)")
+    assert first.lock == "jobs row (0,1) FOR UPDATE"
     b_select = completed(report, "B")[1]
     assert b_select.waited_ms is not None and b_select.result.rows == (("1", "send welcome email"),)
     a_commit = next(i for i, e in enumerate(report.events) if isinstance(e, ev.Completed) and e.sql == "COMMIT;" and e.session == "A")
@@ -166,9 +166,13 @@ def test_disconnect_closes_the_socket_and_the_server_rolls_back(pg):
 
 
 def test_locks_step_reads_pg_locks(pg):
-    report = run("deadlock", pg)
+    report = run("waits", pg)
     (shown,) = [e for e in report.events if isinstance(e, ev.LocksShown)]
-    assert shown.columns[0] == "session" and "pg_locks" in shown.note
+    assert "pg_locks" in shown.note
+    assert ("B", None, None, "ShareLock", "A's transaction", "waiting") in shown.rows
+    assert ("B", "jobs", None, "FOR UPDATE", "(0,1)", "granted") in shown.rows
+    assert ("C", "jobs", None, "FOR UPDATE", "(0,1)", "waiting") in shown.rows
+    assert ("A", "jobs", "jobs_pkey", "RowShareLock", None, "granted") in shown.rows
 
 
 def test_the_scratch_database_and_role_are_dropped(pg):
