@@ -336,7 +336,7 @@ def test_a_run_dir_the_postgres_user_cannot_reach_is_one_line_and_left_clean():
     folder = Path(tempfile.mkdtemp(prefix="jqd-test-private-"))  # mode 0700, root's
     try:
         done = cli("--engine", "postgresql", "run", "tests/data/postgresql/skip-locked.yaml", env={"TMPDIR": str(folder)})
-        assert done.returncode == 3 and "point TMPDIR at a directory it can enter" in done.stderr
+        assert done.returncode == 3 and "point TMPDIR at a directory it can enter" in done.stderr and "rebuilding" not in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
         assert _left_in(folder) == ([], "")
     finally:
@@ -427,3 +427,15 @@ def test_ctrl_c_while_postgresql_is_frozen_exits_130_at_once(frozen_pg):
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     assert time.monotonic() - sent < 2.0
+
+
+def test_a_damaged_template_is_rebuilt_once(tmp_path):
+    cache = {"XDG_CACHE_HOME": str(tmp_path)}
+    first = cli("--engine", "postgresql", "run", "tests/data/postgresql/skip-locked.yaml", env=cache)
+    assert first.returncode == 0, first.stderr
+    (template,) = (tmp_path / "jobqueue-demo").glob("postgresql-*[!k]")  # not the .lock file
+    (template / "global" / "pg_control").unlink()
+    second = cli("--engine", "postgresql", "run", "tests/data/postgresql/skip-locked.yaml", env=cache)
+    assert second.returncode == 0, second.stderr
+    assert "rebuilding the cached PostgreSQL template once" in second.stderr
+    assert (template / "global" / "pg_control").is_file()
