@@ -439,3 +439,26 @@ def test_a_damaged_template_is_rebuilt_once(tmp_path):
     assert second.returncode == 0, second.stderr
     assert "rebuilding the cached PostgreSQL template once" in second.stderr
     assert (template / "global" / "pg_control").is_file()
+
+
+def test_reset_session_leaves_a_fresh_session(pg_embedded):
+    seam = pg_embedded.seam
+    scratch = seam.scratch(pg_embedded)
+    scratch.open()
+    try:
+        settings = pg_embedded.dialect.set_session([pg_embedded.dialect.isolation_setting("serializable")])
+        session = seam.session("A", scratch, settings, 10.0)
+        for sql in ("CREATE TEMP TABLE t (x INT)", "SET lock_timeout = '7s'", "SELECT pg_advisory_lock(42)", "BEGIN", "SELECT 1/0"):
+            session.send(sql)
+            session.read()
+        assert seam.reset_session(session, scratch, settings)
+        check = seam.answer(
+            session.conn,
+            "SELECT current_setting('transaction_isolation'), current_setting('lock_timeout'), "
+            "(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()), "
+            "to_regclass('pg_temp.t') IS NULL",
+        )
+        assert check.rows == (("serializable", "0", "0", "t"),)
+        session.close()
+    finally:
+        scratch.close()

@@ -19,6 +19,12 @@ from .result import PgError, Result
 from .server import ANSWER_TIMEOUT_S
 from .session import MAX_ROWS_KEPT, Session
 
+# DISCARD ALL, spelled out (PostgreSQL's manual gives it so): cursors, settings, prepared
+# statements, LISTENs, advisory locks, cached plans, temporary tables, sequence state.
+RESET_SESSION = (
+    "CLOSE ALL; RESET ALL; DEALLOCATE ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); "
+    "DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
+)
 # Types psql right-aligns: int2, int4, int8, oid, float4, float8, numeric, money.
 NUMERIC_OIDS = frozenset({21, 23, 20, 26, 700, 701, 1700, 790})
 
