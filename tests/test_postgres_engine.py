@@ -462,3 +462,14 @@ def test_reset_session_leaves_a_fresh_session(pg_embedded):
         session.close()
     finally:
         scratch.close()
+
+
+def test_table_lock_queue_names_the_one_ahead(pg):
+    report = run("table-lock-queue", pg)
+    told = {w.session: (w.kind, w.blockers, w.lock) for w in waits(report)}
+    assert told == {
+        "B": ("table lock", ("A",), "jobs AccessExclusiveLock"),
+        # C's RowShareLock conflicts only with B's queued request: pg_blocking_pids names the one ahead.
+        "C": ("table lock", ("B",), "jobs RowShareLock"),
+    }
+    assert completed(report, "C")[-1].result.rows == (("1",),)
