@@ -473,3 +473,10 @@ def test_table_lock_queue_names_the_one_ahead(pg):
         "C": ("table lock", ("B",), "jobs RowShareLock"),
     }
     assert completed(report, "C")[-1].result.rows == (("1",),)
+
+
+def test_a_wait_for_a_safe_snapshot_is_seen_as_isolationtester_sees_it(pg):
+    report = run("safe-snapshot", pg)
+    (told,) = waits(report)
+    assert (told.session, told.kind, told.blockers) == ("B", "safe snapshot", ("A",))
+    assert completed(report, "B")[1].waited_ms is not None

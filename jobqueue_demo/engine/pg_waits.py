@@ -23,6 +23,10 @@ ROW_LOCK_MODE = (
 )
 
 
+# What a wait event says is waited for; the rest (transactionid, tuple) are row locks.
+_KINDS = {"relation": TABLE, "SafeSnapshot": "safe snapshot"}
+
+
 def _array(ids) -> str:
     return "'{" + ",".join(str(int(i)) for i in ids) + "}'::int[]"
 
@@ -56,19 +60,21 @@ class PgWaitMonitor:
         if not thread_ids:
             return {}
         # The wait event filters first: the probe (or pg_blocking_pids, which reads the whole
-        # lock table) runs only for a backend that sleeps on a lock at all.
+        # lock table) runs only for a backend that sleeps on a lock, or on a safe snapshot
+        # (SERIALIZABLE READ ONLY DEFERRABLE), at all.
         if self._probe:
             test = f"{PROBE}(a.pid, ARRAY(SELECT pid FROM pg_stat_activity WHERE datname = current_database()))"
         else:
             test = "cardinality(pg_blocking_pids(a.pid)) > 0"
-        # Who blocks it and on which lock come with each sighting: the wait is confirmed on the
-        # next poll, and describe() then tells it without another round trip.
+        # Who blocks it and on which lock come with each sighting, so that describe() tells the
+        # wait without another round trip.
         found = self.rows(
-            "SELECT a.pid, a.wait_event, pg_blocking_pids(a.pid), "
+            "SELECT a.pid, a.wait_event, pg_blocking_pids(a.pid) || pg_safe_snapshot_blocking_pids(a.pid), "
             f"({self._lock_sql('a.pid')}) FROM pg_stat_activity a "
-            f"WHERE a.pid = ANY({_array(thread_ids)}) AND a.wait_event_type = 'Lock' AND {test}"
+            f"WHERE a.pid = ANY({_array(thread_ids)}) "
+            f"AND (a.wait_event_type = 'Lock' OR a.wait_event = 'SafeSnapshot') AND {test}"
         )
-        kinds = {int(pid): TABLE if event == "relation" else ROW for pid, event, _, _ in found}
+        kinds = {int(pid): _KINDS.get(event, ROW) for pid, event, _, _ in found}
         self._seen = {int(pid): WaitInfo(kinds[int(pid)], tuple(sorted(_pids(blockers))), lock or "") for pid, _, blockers, lock in found}
         return kinds
 
