@@ -44,6 +44,13 @@ TEMPLATE_PREFIX = "postgresql-"
 WORKDIR_PREFIX = "jobqueue-demo-pg-"
 LOG_NAME = "postgres.log"
 DEADLOCK_TIMEOUT = "100ms"
+INITDB_OPTIONS = (
+    "-U", SUPERUSER, "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8",
+    # 1 MB WAL segments, not 16: the WAL directory is copied on every start.
+    "--wal-segsize=1",
+    # The template is copied, never run: its own durability does not matter.
+    "--no-sync",
+)
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 POLL_INTERVAL_S = 0.005
@@ -178,7 +185,8 @@ class PgBinaries:
     def template_key(self) -> str:
         import hashlib
 
-        digest = hashlib.sha256(self.version_text.encode()).hexdigest()[:12]
+        # initdb's options too: a template made with other options is another template.
+        digest = hashlib.sha256(" ".join((self.version_text, *INITDB_OPTIONS)).encode()).hexdigest()[:12]
         return f"{TEMPLATE_PREFIX}{self.version}-{digest}"
 
 
@@ -301,12 +309,7 @@ def _build_template(binaries: PgBinaries, final: Path) -> None:
     try:
         _chown_tree(build, identity)
         datadir = build / "data"
-        command = [
-            str(binaries.bindir / "initdb"), "-D", str(datadir), "-U", SUPERUSER, "--auth=trust",
-            "--encoding=UTF8", "--locale=C.UTF-8",
-            # The template is copied, never run: its own durability does not matter.
-            "--no-sync",
-        ]
+        command = [str(binaries.bindir / "initdb"), "-D", str(datadir), *INITDB_OPTIONS]
         _run_as(command, "initdb", INITDB_TIMEOUT_S, identity)
         staging = Path(tempfile.mkdtemp(prefix=final.name + ".build-", dir=final.parent))
         shutil.copytree(datadir, staging / "data", symlinks=True)
