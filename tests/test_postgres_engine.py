@@ -480,3 +480,19 @@ def test_a_wait_for_a_safe_snapshot_is_seen_as_isolationtester_sees_it(pg):
     (told,) = waits(report)
     assert (told.session, told.kind, told.blockers) == ("B", "safe snapshot", ("A",))
     assert completed(report, "B")[1].waited_ms is not None
+
+
+def test_copy_to_stdout_and_from_stdin_answer_instead_of_hanging(pg_embedded):
+    seam = pg_embedded.seam
+    scratch = seam.scratch(pg_embedded)
+    scratch.open()
+    try:
+        user = seam.user_connection(scratch, 5.0)
+        assert seam.answer(user, "COPY (SELECT 1 UNION ALL SELECT 2) TO STDOUT").affected == 2
+        seam.answer(user, "CREATE TABLE t (x INT)")
+        refused = seam.answer(user, "COPY t FROM STDIN").error
+        assert refused.code == "57014" and "sends no data" in refused.message
+        assert seam.answer(user, "SELECT 3").rows == (("3",),)
+        user.close()
+    finally:
+        scratch.close()

@@ -96,9 +96,35 @@ def results(pgconn, timeout: float):
             result = pgconn.get_result()
             if result is None:
                 return
-            yield result
-        if not wait_readable(Waitable(pgconn), deadline):
-            raise FetchTimeout(f"step timeout: the result was still arriving after {timeout:g} s")
+            if not _copy_ended(pgconn, result, deadline, timeout):
+                yield result
+        _wait(pgconn, deadline, timeout)
+
+
+def _wait(pgconn, deadline: float, timeout: float) -> None:
+    if not wait_readable(Waitable(pgconn), deadline):
+        raise FetchTimeout(f"step timeout: the result was still arriving after {timeout:g} s")
+
+
+def _copy_ended(pgconn, result, deadline: float, timeout: float) -> bool:
+    """Whether `result` opened a COPY, now ended: libpq would wait for ever for the data of a
+    COPY FROM STDIN, and a COPY TO STDOUT's rows are not a result set. The COPY's own result
+    (its row count, or the error refusing the data) follows."""
+    from psycopg.pq import ExecStatus
+
+    if result.status == ExecStatus.COPY_IN:
+        pgconn.put_copy_end(b"jobqueue-demo sends no data to COPY FROM STDIN")
+        pgconn.flush()
+        return True
+    if result.status != ExecStatus.COPY_OUT:
+        return False
+    while True:  # the rows are read and dropped
+        size, _ = pgconn.get_copy_data(1)
+        if size < 0:
+            return True
+        if size == 0:
+            _wait(pgconn, deadline, timeout)
+            pgconn.consume_input()
 
 
 def collect(pgconn, started: float, timeout: float = float("inf")) -> Result:
