@@ -496,3 +496,10 @@ def test_copy_to_stdout_and_from_stdin_answer_instead_of_hanging(pg_embedded):
         user.close()
     finally:
         scratch.close()
+
+
+def test_a_big_result_is_read_a_row_at_a_time_and_counted(pg_embedded):
+    report = run("big-result", pg_embedded)
+    big, two = (e.result for e in completed(report, "A"))
+    assert (len(big.rows), big.omitted, big.rows[-1]) == (1000, 199000, ("1000",))
+    assert (two.columns, two.rows) == (("two",), (("2",),))
