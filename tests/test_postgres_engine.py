@@ -311,23 +311,30 @@ def test_cleanup_drops_a_dead_runs_database_and_role_only(pg_local):
     from jobqueue_demo.engine.pg_control import execute, flag, quote
     from jobqueue_demo.engine.scratch import new_name
 
-    dead, alive = new_name(), new_name()
-    admin, holder = pg_local.params.connect(), pg_local.params.connect()
+    dead, locked, elsewhere = new_name(), new_name(), new_name()
+    admin = pg_local.params.connect()
+    # Live runs as a sweep sees them: one holds its advisory lock on this database; the other's
+    # admin connection is on another database (advisory locks are per database), named for it.
+    holder = pg_local.params.connect()
+    other = pg_local.params.connect(database="postgres", application=f"jobqueue-demo {elsewhere}")
     try:
-        for name in (dead, alive):
+        for name in (dead, locked, elsewhere):
             execute(admin, f"CREATE DATABASE {quote(name)}")
             execute(admin, f"CREATE ROLE {quote(name)}")
-        assert flag(holder, f"SELECT pg_try_advisory_lock(hashtext('{alive}'))")  # as a live run holds it
+        assert flag(holder, f"SELECT pg_try_advisory_lock(hashtext('{locked}'))")
         done = cli("cleanup", "--dsn", LOCAL_PG_DSN)
         assert done.returncode == 0, done.stderr
         assert f"removed database {dead}" in done.stdout and f"removed user {dead}" in done.stdout
         left = {r[0] for r in admin.execute("SELECT datname FROM pg_database UNION ALL SELECT rolname FROM pg_roles").fetchall()}
-        assert dead not in left and alive in left
-        assert f"kept database {alive} (its run is alive)" in done.stdout
+        assert dead not in left and {locked, elsewhere} <= left
+        assert f"kept database {locked} (its run is alive)" in done.stdout
+        assert f"kept database {elsewhere} (its run is alive)" in done.stdout
     finally:
         holder.close()
-        execute(admin, f"DROP DATABASE IF EXISTS {quote(alive)}")
-        execute(admin, f"DROP ROLE IF EXISTS {quote(alive)}")
+        other.close()
+        for name in (locked, elsewhere):
+            execute(admin, f"DROP DATABASE IF EXISTS {quote(name)}")
+            execute(admin, f"DROP ROLE IF EXISTS {quote(name)}")
         admin.close()
 
 

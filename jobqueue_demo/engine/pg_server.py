@@ -38,6 +38,7 @@ DSN_FORM = "postgresql://user:password@host:port/database"
 DEFAULT_PORT = 5432
 CONNECT_TIMEOUT_S = 5
 SUPERUSER = "postgres"
+APPLICATION = "jobqueue-demo"  # application_name; a run's admin connection adds its name (pg_scratch.py)
 SYSTEM_USER = "postgres"  # who runs the server when we are root
 BIN_GLOB = "/usr/lib/postgresql/*/bin"
 TEMPLATE_PREFIX = "postgresql-"
@@ -77,7 +78,7 @@ class PgParams:
             text += f"?host={self.socket_dir}"
         return text
 
-    def conninfo(self, database: str | None | EllipsisType = ...) -> dict[str, str | int]:
+    def conninfo(self, database: str | None | EllipsisType = ..., application: str = APPLICATION) -> dict[str, str | int]:
         """libpq's keywords; `database` overrides the DSN's (None: the server's default)."""
         target = self if database is ... else replace(self, database=database)
         options: dict[str, str | int] = {
@@ -85,7 +86,7 @@ class PgParams:
             "port": target.port,
             "user": target.user,
             "connect_timeout": CONNECT_TIMEOUT_S,
-            "application_name": "jobqueue-demo",
+            "application_name": application,
         }
         if target.password:
             options["password"] = target.password
@@ -93,13 +94,16 @@ class PgParams:
             options["dbname"] = target.database
         return options
 
-    def connect(self, database: str | None | EllipsisType = ..., answer_timeout: float = ANSWER_TIMEOUT_S, **_mysql_only):
+    def connect(
+        self, database: str | None | EllipsisType = ..., answer_timeout: float = ANSWER_TIMEOUT_S,
+        application: str = APPLICATION, **_mysql_only,
+    ):
         """An open psycopg connection, autocommit on (every BEGIN is explicit). The tool's own
         statements on it wait at most `answer_timeout` seconds for the server (pg_control.py)."""
         import psycopg
 
         try:
-            conn = psycopg.connect(autocommit=True, **self.conninfo(database))
+            conn = psycopg.connect(autocommit=True, **self.conninfo(database, application))
             conn.answer_timeout = answer_timeout
             return conn
         except psycopg.Error as exc:
