@@ -145,6 +145,16 @@ def test_deadlock_is_broken_after_deadlock_timeout_and_classified(pg):
     survivor = "B" if errors[0].session == "A" else "A"
     assert completed(report, survivor)[-2].result.rows  # its claim went through once the victim rolled back
     assert not any(isinstance(e, ev.Stuck) for e in report.events)
+    # The cycle as the wait monitor saw it before the server broke it, told as InnoDB's is.
+    cycle = errors[0].deadlock
+    victim = errors[0].session
+    assert cycle.lines()[0] == f"deadlock: {victim} -> {survivor} -> {victim}; the server rolled back {victim}"
+    assert {line.split(" waited for ")[1] for line in cycle.lines()[1:]} == {
+        "FOR UPDATE row lock on jobs (0,1), held by A", "FOR UPDATE row lock on jobs (0,2), held by B",
+    }
+    from jobqueue_demo.render.deadlock_svg import cycle_svg
+
+    assert "<svg" in cycle_svg(cycle, {"A": "#000", "B": "#111"})
 
 
 def test_kill_terminates_the_backend_and_its_claim_comes_back(pg):

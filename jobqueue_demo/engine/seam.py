@@ -208,8 +208,9 @@ class PgSeam:
         return lock_table(monitor, sessions)
 
     def read_deadlock(self, monitor, database: str, names: dict[int, str], victim: int):
-        # PostgreSQL logs the cycle it broke to the server log only; nothing to read it from.
-        return None
+        from .pg_deadlock import read_deadlock
+
+        return read_deadlock(monitor, names, victim)
 
     def survey(self, scratch):
         from .pg_snapshot import survey
