@@ -520,3 +520,9 @@ def test_a_big_result_is_read_a_row_at_a_time_and_counted(pg_embedded):
     big, two = (e.result for e in completed(report, "A"))
     assert (len(big.rows), big.omitted, big.rows[-1]) == (1000, 199000, ("1000",))
     assert (two.columns, two.rows) == (("two",), (("2",),))
+
+
+def test_matrix_is_refused_in_one_line_on_postgresql():
+    done = cli("--engine", "postgresql", "run", "tests/data/postgresql/skip-locked.yaml", "--matrix", "isolation=read-committed,serializable")
+    assert done.returncode == 2 and "--matrix sets MariaDB and MySQL server variables" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -13,6 +13,8 @@ from ..errors import ServerError
 
 class MySqlSeam:
     name = "mysql"
+    # --matrix (run/matrix.py) sets server variables by their MariaDB/MySQL names and scopes.
+    matrix = True
 
     @property
     def errors(self):
@@ -129,6 +131,7 @@ class MySqlSeam:
 
 class PgSeam:
     name = "postgresql"
+    matrix = False
 
     @property
     def errors(self):
