@@ -526,3 +526,28 @@ def test_matrix_is_refused_in_one_line_on_postgresql():
     done = cli("--engine", "postgresql", "run", "tests/data/postgresql/skip-locked.yaml", "--matrix", "isolation=read-committed,serializable")
     assert done.returncode == 2 and "--matrix sets MariaDB and MySQL server variables" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_dsn_role_that_is_no_superuser(pg_local):
+    """CREATEDB and CREATEROLE are enough: the run's role is granted to it, so it may cancel
+    and end the sessions' backends and reset their tables; without CREATEROLE, one line."""
+    from jobqueue_demo.engine.pg_control import execute, quote
+    from jobqueue_demo.engine.scratch import new_name
+
+    name = new_name()
+    admin = pg_local.params.connect()
+    execute(admin, f"CREATE ROLE {quote(name)} LOGIN CREATEDB CREATEROLE")
+    dsn = f"postgresql://{name}@127.0.0.1:5432/test"
+    try:
+        done = cli("run", "tests/data/postgresql/waits.yaml", "--dsn", dsn)
+        assert "ERROR:  canceling statement due to user request" in done.stdout, done.stderr
+        explored = cli("explore", "tests/data/postgresql/skip-locked-explore.yaml", "--dsn", dsn)
+        assert explored.returncode == 0 and "invariants hold in all 330" in explored.stdout, explored.stderr
+        execute(admin, f"ALTER ROLE {quote(name)} NOCREATEROLE")
+        refused = cli("run", "tests/data/postgresql/skip-locked.yaml", "--dsn", dsn)
+        assert refused.returncode == 3 and "may not create the per-run role" in refused.stderr
+        shared = cli("--allow-shared-user", "run", "tests/data/postgresql/skip-locked.yaml", "--dsn", dsn)
+        assert shared.returncode == 0, shared.stderr
+    finally:
+        execute(admin, f"DROP ROLE {quote(name)}")
+        admin.close()
