@@ -74,9 +74,9 @@ class _Outcome:
         elif status in (ExecStatus.COMMAND_OK, ExecStatus.EMPTY_QUERY):
             # PostgreSQL counts the rows an UPDATE matched, changed or not: affected and matched are one.
             count = int(result.command_tuples) if result.command_tuples else None
-            self.result = Result(affected=count if count is not None else 0, elapsed_ms=self._ms(), matched=count)
+            self.result = Result(affected=count if count is not None else 0, elapsed_ms=self.elapsed_ms(), matched=count)
         else:
-            self.result = Result(error=_error(self.pgconn, result), elapsed_ms=self._ms())
+            self.result = Result(error=_error(self.pgconn, result), elapsed_ms=self.elapsed_ms())
 
     def _keep(self, result) -> None:
         for r in range(result.ntuples):
@@ -93,10 +93,10 @@ class _Outcome:
             numeric=tuple(result.ftype(c) in NUMERIC_OIDS for c in range(result.nfields)),
             rows=rows,
             omitted=omitted,
-            elapsed_ms=self._ms(),
+            elapsed_ms=self.elapsed_ms(),
         )
 
-    def _ms(self) -> float:
+    def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000.0
 
 
@@ -170,7 +170,7 @@ def collect(pgconn, started: float, timeout: float = float("inf")) -> Result:
             outcome.add(result)
     except psycopg.OperationalError:  # the connection is gone
         outcome.result = None
-    return outcome.result or Result(error=_error(pgconn), elapsed_ms=outcome._ms())
+    return outcome.result or Result(error=_error(pgconn), elapsed_ms=outcome.elapsed_ms())
 
 
 def shut(pgconn) -> None:
