@@ -2,9 +2,12 @@
 
 As scratch.py for MySQL, and safe on a shared cluster the same way:
 
-- Ownership: the admin connection (to the DSN's database) holds the session advisory lock
-  `hashtext('<name>')` for the whole run, taken before anything is created; a `jqd_` database
-  or role whose lock is free belongs to a run that is gone (sweep_leftovers).
+- Ownership: the admin connection (to the DSN's database), made before anything is created
+  and kept for the whole run, is named `jobqueue-demo <name>` (application_name) and holds the
+  session advisory lock `hashtext('<name>')`. Advisory locks are per database, and another
+  run may name another database in its DSN; pg_stat_activity is the cluster's. A `jqd_`
+  database or role whose run has no such connection, no session of its role and a free lock
+  belongs to a run that is gone (sweep_leftovers).
 - Confinement: scenario SQL runs as a role `<name>` that may log in and use the scratch
   database's public schema, nothing else; it is made when the DSN's role may create roles.
 - PostgreSQL has no USE: the control connection (`conn`) is a second connection, as the
@@ -23,7 +26,11 @@ from dataclasses import replace
 from ..errors import ServerError
 from . import pg_control as control
 from .pg_control import literal, quote
+from .pg_errors import LOST_CONNECTION
+from .pg_server import APPLICATION
+from .pg_session import shut
 from .scratch import RUN_NAME, SHARED_USER_OPTION, new_name
+from .server import ANSWER_TIMEOUT_S
 
 
 def _major(version: str) -> int:
@@ -33,8 +40,9 @@ def _major(version: str) -> int:
 class PgScratchDatabase:
     """Open with `open()`, always end with `close()`: everything made is dropped, once."""
 
-    def __init__(self, server, confine: bool = True, **_connection_options):
+    def __init__(self, server, confine: bool = True, answer_timeout: float = ANSWER_TIMEOUT_S, **_mysql_only):
         self.server = server
+        self.answer_timeout = answer_timeout
         self.name = new_name()
         self.confine = confine
         self.admin = None
@@ -44,14 +52,14 @@ class PgScratchDatabase:
         self._databases: list[str] = []
 
     def open(self) -> None:
-        self.admin = self.server.params.connect()
+        self.admin = self.server.params.connect(answer_timeout=self.answer_timeout, application=f"{APPLICATION} {self.name}")
         try:
             if not control.flag(self.admin, f"SELECT pg_try_advisory_lock(hashtext({literal(self.name)}))"):
                 raise ServerError(f"cannot take the advisory lock {self.name} on {self.server.where}")
             if self.confine:
                 self._create_role()
             self.create_database(self.name)
-            self.conn = self.server.params.connect(database=self.name)
+            self.conn = self.server.params.connect(database=self.name, answer_timeout=self.answer_timeout)
             if self._role is not None:
                 self.execute(f"GRANT ALL ON SCHEMA public TO {quote(self._role)}")
         except BaseException:
@@ -111,12 +119,17 @@ class PgScratchDatabase:
                 drop()
             except control.ControlError as e:
                 failure = failure or e
+                if e.errno in LOST_CONNECTION:
+                    break
         return failure
 
     def close(self, quiet: bool = False) -> None:
         """Drop what was made and disconnect, which frees the advisory lock whatever failed."""
         if self.admin is None:
             return
+        silent = getattr(self.conn, "dropped", None)
+        if silent:  # the server stopped answering the control connection: the admin one would wait as long
+            shut(self.admin.pgconn)
         if self.conn is not None:
             with contextlib.suppress(Exception):  # already gone: the drop ends it anyway
                 self.conn.close()
@@ -131,6 +144,8 @@ class PgScratchDatabase:
             return
         if not quiet:
             raise failure
+        if failure.errno in LOST_CONNECTION:
+            return  # the error already raised says the server is gone
         handling = sys.exc_info()[1]
         if isinstance(handling, GeneratorExit):
             handling = handling.__context__
@@ -157,7 +172,7 @@ def sweep_leftovers(conn, dry_run: bool = False) -> list[tuple[str, str, bool]]:
     found = []
     for run, items in sorted(runs.items()):
         key = f"hashtext({literal(run)})"
-        if not control.flag(conn, f"SELECT pg_try_advisory_lock({key})"):
+        if _alive(conn, run) or not control.flag(conn, f"SELECT pg_try_advisory_lock({key})"):
             found += [(kind, name, False) for kind, name in sorted(items)]
             continue
         try:
@@ -170,3 +185,13 @@ def sweep_leftovers(conn, dry_run: bool = False) -> list[tuple[str, str, bool]]:
         finally:
             control.execute(conn, f"SELECT pg_advisory_unlock({key})")
     return found
+
+
+def _alive(conn, run: str) -> bool:
+    """Whether a backend anywhere in the cluster belongs to the run: its admin connection, or
+    a session of its role."""
+    sql = (
+        f"SELECT 1 FROM pg_stat_activity WHERE application_name = {literal(f'{APPLICATION} {run}')} "
+        f"OR usename = {literal(run)} LIMIT 1"
+    )
+    return bool(control.rows(conn, sql))

@@ -9,17 +9,22 @@ here directly, and values stay in the server's text form.
 
 from __future__ import annotations
 
-import os
-import select
-import socket
 import time
 from dataclasses import dataclass
 
 from ..errors import FetchTimeout, ServerError
+from .deadlines import INTERRUPT_GRACE_S, shutdown_socket, wait_readable
 from .pg_errors import CONNECTION_FAILURE, LOST_CONNECTION
 from .result import PgError, Result
+from .server import ANSWER_TIMEOUT_S
 from .session import MAX_ROWS_KEPT, Session
 
+# DISCARD ALL, spelled out (PostgreSQL's manual gives it so): cursors, settings, prepared
+# statements, LISTENs, advisory locks, cached plans, temporary tables, sequence state.
+RESET_SESSION = (
+    "CLOSE ALL; RESET ALL; DEALLOCATE ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); "
+    "DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
+)
 # Types psql right-aligns: int2, int4, int8, oid, float4, float8, numeric, money.
 NUMERIC_OIDS = frozenset({21, 23, 20, 26, 700, 701, 1700, 790})
 
@@ -44,29 +49,112 @@ def _error(pgconn, result=None) -> PgError:
     return PgError(0, CONNECTION_FAILURE, message.strip(), severity)
 
 
-def _outcome(pgconn, result, started: float) -> Result:
-    from psycopg.pq import ExecStatus
+class _Outcome:
+    """One statement's Result, built from its libpq results as they come: the first error, else
+    the last result. In single-row mode a result set comes a row at a time (SINGLE_TUPLE), then
+    ends with an empty TUPLES_OK: MAX_ROWS_KEPT rows are kept, the rest counted."""
 
-    elapsed = (time.perf_counter() - started) * 1000.0
-    status = result.status
-    if status == ExecStatus.TUPLES_OK:
-        kept = min(result.ntuples, MAX_ROWS_KEPT)
+    def __init__(self, pgconn, started: float):
+        self.pgconn = pgconn
+        self.started = started
+        self.rows: list[tuple[str | None, ...]] = []
+        self.omitted = 0
+        self.result: Result | None = None
+
+    def add(self, result) -> None:
+        from psycopg.pq import ExecStatus
+
+        if self.result is not None and self.result.error is not None:
+            return
+        status = result.status
+        if status in (ExecStatus.SINGLE_TUPLE, ExecStatus.TUPLES_OK):
+            self._keep(result)
+            if status == ExecStatus.TUPLES_OK:
+                self.result = self._rows(result)
+        elif status in (ExecStatus.COMMAND_OK, ExecStatus.EMPTY_QUERY):
+            # PostgreSQL counts the rows an UPDATE matched, changed or not: affected and matched are one.
+            count = int(result.command_tuples) if result.command_tuples else None
+            self.result = Result(affected=count if count is not None else 0, elapsed_ms=self.elapsed_ms(), matched=count)
+        else:
+            self.result = Result(error=_error(self.pgconn, result), elapsed_ms=self.elapsed_ms())
+
+    def _keep(self, result) -> None:
+        for r in range(result.ntuples):
+            if len(self.rows) < MAX_ROWS_KEPT:
+                self.rows.append(tuple(_text(result.get_value(r, c)) for c in range(result.nfields)))
+            else:
+                self.omitted += 1
+
+    def _rows(self, result) -> Result:
+        rows, omitted = tuple(self.rows), self.omitted
+        self.rows, self.omitted = [], 0  # the next statement of the query starts afresh
         return Result(
             columns=tuple(result.fname(c).decode() for c in range(result.nfields)),
             numeric=tuple(result.ftype(c) in NUMERIC_OIDS for c in range(result.nfields)),
-            rows=tuple(tuple(_text(result.get_value(r, c)) for c in range(result.nfields)) for r in range(kept)),
-            omitted=result.ntuples - kept,
-            elapsed_ms=elapsed,
+            rows=rows,
+            omitted=omitted,
+            elapsed_ms=self.elapsed_ms(),
         )
-    if status in (ExecStatus.COMMAND_OK, ExecStatus.EMPTY_QUERY):
-        # PostgreSQL counts the rows an UPDATE matched, changed or not: affected and matched are one.
-        count = int(result.command_tuples) if result.command_tuples else None
-        return Result(affected=count if count is not None else 0, elapsed_ms=elapsed, matched=count)
-    return Result(error=_error(pgconn, result), elapsed_ms=elapsed)
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000.0
 
 
 def _text(value: bytes | None) -> str | None:
     return None if value is None else value.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class Waitable:
+    """libpq's socket for select(), with the interrupt grace of deadlines.py."""
+
+    pgconn: object
+    interrupt_grace: float = INTERRUPT_GRACE_S
+
+    def fileno(self) -> int:
+        return self.pgconn.socket
+
+
+def results(pgconn, timeout: float):
+    """Each result of the statement sent, as it completes; FetchTimeout when the answer is not
+    complete within `timeout` (or the grace after Ctrl-C). A connection gone raises
+    psycopg.OperationalError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pgconn.consume_input()
+        while not pgconn.is_busy():
+            result = pgconn.get_result()
+            if result is None:
+                return
+            if not _copy_ended(pgconn, result, deadline, timeout):
+                yield result
+        _wait(pgconn, deadline, timeout)
+
+
+def _wait(pgconn, deadline: float, timeout: float) -> None:
+    if not wait_readable(Waitable(pgconn), deadline):
+        raise FetchTimeout(f"step timeout: the result was still arriving after {timeout:g} s")
+
+
+def _copy_ended(pgconn, result, deadline: float, timeout: float) -> bool:
+    """Whether `result` opened a COPY, now ended: libpq would wait for ever for the data of a
+    COPY FROM STDIN, and a COPY TO STDOUT's rows are not a result set. The COPY's own result
+    (its row count, or the error refusing the data) follows."""
+    from psycopg.pq import ExecStatus
+
+    if result.status == ExecStatus.COPY_IN:
+        pgconn.put_copy_end(b"jobqueue-demo sends no data to COPY FROM STDIN")
+        pgconn.flush()
+        return True
+    if result.status != ExecStatus.COPY_OUT:
+        return False
+    while True:  # the rows are read and dropped
+        size, _ = pgconn.get_copy_data(1)
+        if size < 0:
+            return True
+        if size == 0:
+            _wait(pgconn, deadline, timeout)
+            pgconn.consume_input()
 
 
 def collect(pgconn, started: float, timeout: float = float("inf")) -> Result:
@@ -76,27 +164,23 @@ def collect(pgconn, started: float, timeout: float = float("inf")) -> Result:
     """
     import psycopg
 
-    deadline = time.perf_counter() + timeout
-    outcome = None
-    while True:
-        try:
-            pgconn.consume_input()
-            while not pgconn.is_busy():
-                result = pgconn.get_result()
-                if result is None:
-                    return outcome or Result(error=_error(pgconn), elapsed_ms=(time.perf_counter() - started) * 1000.0)
-                if outcome is None or outcome.error is None:
-                    outcome = _outcome(pgconn, result, started)
-        except psycopg.OperationalError:  # the connection is gone
-            return Result(error=_error(pgconn), elapsed_ms=(time.perf_counter() - started) * 1000.0)
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            raise FetchTimeout(f"step timeout: the result was still arriving after {timeout:g} s")
-        select.select([pgconn.socket], [], [], min(remaining, 1.0))
+    outcome = _Outcome(pgconn, started)
+    try:
+        for result in results(pgconn, timeout):
+            outcome.add(result)
+    except psycopg.OperationalError:  # the connection is gone
+        outcome.result = None
+    return outcome.result or Result(error=_error(pgconn), elapsed_ms=outcome.elapsed_ms())
+
+
+def shut(pgconn) -> None:
+    """Close the connection's socket under libpq, so that no later call on it waits."""
+    shutdown_socket(Waitable(pgconn))
 
 
 def answer(conn, sql: str) -> Result:
-    """One statement's answer on a connection of the tool's own (an invariant), errors included."""
+    """One statement's answer on a connection of the tool's own (an invariant), errors included;
+    a server that does not answer within the connection's `answer_timeout` is a ServerError."""
     import psycopg
 
     pgconn = conn.pgconn
@@ -105,7 +189,12 @@ def answer(conn, sql: str) -> Result:
         pgconn.send_query(sql.encode("utf-8"))
     except psycopg.OperationalError as exc:
         raise ServerError(f"lost the control connection: {_error(pgconn).message}") from exc
-    result = collect(pgconn, started)
+    timeout = getattr(conn, "answer_timeout", ANSWER_TIMEOUT_S)
+    try:
+        result = collect(pgconn, started, timeout)
+    except FetchTimeout:
+        shut(pgconn)
+        raise ServerError(f"the server did not answer within {timeout:g} s") from None
     if result.error and result.error.code in LOST_CONNECTION:
         raise ServerError(f"lost the control connection: {result.error.message}")
     return result
@@ -134,6 +223,8 @@ class PgSession(Session):
             return Result(error=PgError(0, CONNECTION_FAILURE, "no connection to the server", "FATAL"))
         try:
             pgconn.send_query(sql.encode("utf-8"))
+            # A row at a time, so that a result of any size takes bounded memory (collect()).
+            pgconn.set_single_row_mode()
         except psycopg.OperationalError:  # the connection is gone
             self.closed = True
             return Result(error=_error(pgconn))
@@ -145,15 +236,13 @@ class PgSession(Session):
 
     def drop_socket(self) -> None:
         """End the connection the way a crashed process does: no Terminate message, no ROLLBACK."""
-        # A duplicate of libpq's socket, shut down: the server sees the TCP or Unix connection end.
-        with socket.socket(fileno=os.dup(self.conn.pgconn.socket)) as dup:
-            dup.shutdown(socket.SHUT_RDWR)
+        shut(self.conn.pgconn)
         self.closed = True
 
 
-def connect_session(name: str, params, database: str, settings_sql: str | None) -> PgSession:
+def connect_session(name: str, params, database: str, settings_sql: str | None, answer_timeout: float) -> PgSession:
     """A session's connection to the scratch database, its settings applied."""
-    conn = params.connect(database=database)
+    conn = params.connect(database=database, answer_timeout=answer_timeout)
     if settings_sql:
         result = answer(conn, settings_sql)
         if result.error:

@@ -13,6 +13,8 @@ from ..errors import ServerError
 
 class MySqlSeam:
     name = "mysql"
+    # --matrix (run/matrix.py) sets server variables by their MariaDB/MySQL names and scopes.
+    matrix = True
 
     @property
     def errors(self):
@@ -129,6 +131,7 @@ class MySqlSeam:
 
 class PgSeam:
     name = "postgresql"
+    matrix = False
 
     @property
     def errors(self):
@@ -167,25 +170,22 @@ class PgSeam:
         return PgWaitMonitor(control_conn)
 
     def user_connection(self, scratch, answer_timeout: float):
-        return scratch.session_params.connect(database=scratch.name)
+        return scratch.session_params.connect(database=scratch.name, answer_timeout=answer_timeout)
 
     def session(self, name: str, scratch, settings_sql: str | None, answer_timeout: float):
         from .pg_session import connect_session
 
-        return connect_session(name, scratch.session_params, scratch.name, settings_sql)
+        return connect_session(name, scratch.session_params, scratch.name, settings_sql, answer_timeout)
 
     def reset_session(self, session, scratch, settings_sql: str | None) -> bool:
-        """ROLLBACK and DISCARD ALL (temporary tables, session settings, advisory locks,
-        prepared statements): a fresh session's state without a new connection."""
-        from .pg_session import answer
+        """A fresh session's state without a new connection, in one round trip: ROLLBACK, then
+        what DISCARD ALL does (which cannot share a query with ROLLBACK), then its settings."""
+        from .pg_session import RESET_SESSION, answer
 
         try:
-            for sql in ("ROLLBACK", "DISCARD ALL", settings_sql):
-                if sql and answer(session.conn, sql).error is not None:
-                    return False
+            return answer(session.conn, "; ".join(filter(None, ("ROLLBACK", RESET_SESSION, settings_sql)))).error is None
         except ServerError:
             return False
-        return True
 
     def run_script(self, conn, sql: str) -> str | None:
         from .pg_session import run_script
@@ -211,8 +211,9 @@ class PgSeam:
         return lock_table(monitor, sessions)
 
     def read_deadlock(self, monitor, database: str, names: dict[int, str], victim: int):
-        # PostgreSQL logs the cycle it broke to the server log only; nothing to read it from.
-        return None
+        from .pg_deadlock import read_deadlock
+
+        return read_deadlock(monitor, names, victim)
 
     def survey(self, scratch):
         from .pg_snapshot import survey
