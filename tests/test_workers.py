@@ -35,7 +35,9 @@ def assert_every_job_done_once(summary) -> None:
     assert (summary.completed, summary.lost, summary.duplicated) == (summary.jobs, 0, 0)
     # Every completed job wrote its effect once in the attempt that committed; the rest are repeats.
     assert summary.effects - summary.jobs == summary.external_duplicates
-    assert summary.retries == summary.deadlocks + summary.lock_wait_timeouts + summary.nowait_failures
+    assert summary.retries == (
+        summary.deadlocks + summary.lock_wait_timeouts + summary.nowait_failures + summary.serialization_failures
+    )
 
 
 @pytest.mark.parametrize("isolation", ISOLATIONS)

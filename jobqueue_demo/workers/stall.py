@@ -2,14 +2,14 @@
 
 When no job completes for the stall window the run ends with exit 1, and this says who waits
 for whom, in which lock mode, on which index record, and how many rows each waiter has
-locked. The server's lock tables are read by engine/lock_waits.py.
+locked. The server's lock tables are read by the engine (engine/queue_sql.py's `lock_waits`).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..engine.lock_waits import as_text, row_lock_waits
+from ..engine.lock_waits import as_text
 from ..errors import ServerError
 
 
@@ -55,11 +55,11 @@ class Diagnosis:
 
 
 def diagnose(scratch, threads: dict[int, int]) -> Diagnosis:
-    """The lock waits of the run's workers (`threads`: server thread id -> worker index)."""
+    """The lock waits of the run's workers (`scratch`: crew.Scratch; `threads`: server thread id -> worker index)."""
     if not threads:
         return Diagnosis(note="no worker is running")
     try:
-        waits = [_wait(row, threads, full_mode) for row, full_mode in row_lock_waits(scratch, list(threads))]
+        waits = [_wait(row, threads, full_mode) for row, full_mode in scratch.queue.lock_waits(scratch.database, list(threads))]
     except ServerError as exc:
         # e.g. a DSN user without PROCESS: the stall is still reported, with what is missing.
         return Diagnosis(note=f"the server did not show its locks ({exc})")
