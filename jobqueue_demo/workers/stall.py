@@ -22,16 +22,20 @@ class LockWait:
     table: str
     index: str
     record: str  # the index record, e.g. "supremum pseudo-record" or "'queued', 779"
-    waiter_rows_locked: int
-    waiter_lock_structs: int
+    waiter_rows_locked: int | None  # None where the server keeps no count (PostgreSQL)
+    waiter_lock_structs: int | None
     waiter_active_s: int
     statement: str
 
     def line(self) -> str:
+        counts = "".join(
+            f", {n:,} {what}" for n, what in ((self.waiter_rows_locked, "rows locked"), (self.waiter_lock_structs, "lock structs"))
+            if n is not None
+        )
+        where = f"{self.table}.{self.index}" if self.index else self.table
         return (
-            f"{self.waiter} (trx active {self.waiter_active_s} s, {self.waiter_rows_locked:,} rows locked, "
-            f"{self.waiter_lock_structs:,} lock structs) in {self.statement} waits for {self.mode} "
-            f"on {self.table}.{self.index} record {self.record}"
+            f"{self.waiter} (trx active {self.waiter_active_s} s{counts}) in {self.statement} waits for {self.mode} "
+            f"on {where} record {self.record}"
         )
 
 
@@ -83,11 +87,15 @@ def _wait(row: tuple, threads: dict[int, int], full_mode: str | None) -> LockWai
         table=as_text(table).replace("`", "").rpartition(".")[2],
         index=as_text(index),
         record=as_text(record) or "(not shown by the server)",
-        waiter_rows_locked=int(rows_locked or 0),
-        waiter_lock_structs=int(structs or 0),
+        waiter_rows_locked=_count(rows_locked),
+        waiter_lock_structs=_count(structs),
         waiter_active_s=int(active or 0),
         statement=" ".join(as_text(query).split()) or "(between statements)",
     )
+
+
+def _count(value) -> int | None:
+    return None if value is None else int(value)
 
 
 def _note(waits: list[LockWait]) -> str:
