@@ -138,7 +138,7 @@ class QueueEngine:
 
 def queue_for(server) -> QueueEngine:
     """The workers' SQL for the server's engine."""
-    if server.engine == "postgresql":
+    if getattr(server, "engine", "mysql") == "postgresql":
         from .pg_queue import PgQueue
 
         return PgQueue("PostgreSQL")
