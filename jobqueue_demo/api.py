@@ -32,18 +32,21 @@ def load(name: str) -> Scenario:
 
 
 @contextmanager
-def server(dsn: str | None, allow_shared_user: bool = False):
-    """The server to run on, after sweeping what runs killed earlier left there and here."""
+def server(dsn: str | None, allow_shared_user: bool = False, engine: str = "mysql"):
+    """The server to run on, after sweeping what runs killed earlier left there and here.
+
+    `engine` ("mysql" or "postgresql") picks the embedded server when no DSN is given; a DSN
+    names its own engine by its scheme.
+    """
     from dataclasses import replace
 
-    from .engine.leftovers import sweep_dirs, sweep_server
+    from .engine.leftovers import sweep_dirs
     from .engine.server import open_server
 
     sweep_dirs()
-    with open_server(dsn) as info:
+    with open_server(dsn, engine) as info:
         if not info.embedded:
-            with closing(info.params.connect(database=None)) as conn:
-                sweep_server(conn)
+            info.seam.sweep(info.params)
         yield replace(info, shared_user=allow_shared_user)
 
 
@@ -62,14 +65,15 @@ class Cleanup:
 
 def cleanup(dsn: str | None, dry_run: bool, cache: bool) -> Cleanup:
     """List, and unless `dry_run` remove, what killed runs left on the server and this machine."""
-    from .engine.leftovers import sweep_cache, sweep_dirs, sweep_server
-    from .engine.server import DSN_ENV, cache_root, parse_dsn
+    from .engine.leftovers import sweep_cache, sweep_dirs
+    from .engine.seam import seam_of_dsn
+    from .engine.server import DSN_ENV, cache_root
 
     sweeps = [sweep_dirs(dry_run)]
     dsn = dsn or os.environ.get(DSN_ENV) or None
     if dsn is not None:
-        with closing(parse_dsn(dsn).connect(database=None)) as conn:
-            sweeps.append(sweep_server(conn, dry_run))
+        seam = seam_of_dsn(dsn)
+        sweeps.append(seam.sweep(seam.parse_dsn(dsn), dry_run))
     if cache:
         sweeps.append(sweep_cache(cache_root(), dry_run))
     return Cleanup([f for s in sweeps for f in s.found], [p for s in sweeps for p in s.problems])

@@ -22,7 +22,7 @@ EXIT_CODES_HELP = (
 
 app = typer.Typer(
     help="Run job-queue lessons (SELECT ... FOR UPDATE SKIP LOCKED and friends) on a real "
-    "MariaDB or MySQL server and print them as transcripts.\n\n" + EXIT_CODES_HELP,
+    "MariaDB, MySQL or PostgreSQL server and print them as transcripts.\n\n" + EXIT_CODES_HELP,
     add_completion=False,
     pretty_exceptions_enable=False,
     no_args_is_help=True,
@@ -30,9 +30,15 @@ app = typer.Typer(
 )
 
 DSN_HELP = (
-    "Server to use: mysql://user:pass@host:port/db (or ?unix_socket=/path). "
-    "Default: $JOBQUEUE_DEMO_DSN, else a private throwaway server started for this run."
+    "Server to use: mysql://user:pass@host:port/db (or ?unix_socket=/path), or "
+    "postgresql://user@host:port/db (or ?host=/socket/dir). "
+    "Default: $JOBQUEUE_DEMO_DSN, else a private throwaway server (see --engine) started for this run."
 )
+ENGINE_HELP = (
+    "The private throwaway server's engine when no DSN is given: mysql (MariaDB or MySQL) or "
+    "postgresql. A DSN names its own engine. Example: jobqueue-demo --engine postgresql run skip-locked"
+)
+ENGINES = ("mysql", "postgresql")
 STEP_TIMEOUT_HELP = (
     "Longest wait for any one statement, fault or result, in seconds; also how long a server "
     "that stops answering is waited for (exit 3)."
@@ -62,6 +68,13 @@ StepTimeout = Annotated[
 class GlobalOptions:
     debug: bool = False
     allow_shared_user: bool = False
+    engine: str = "mysql"
+
+
+def _engine(value: str) -> str:
+    if value not in ENGINES:
+        raise typer.BadParameter(f"expected {' or '.join(ENGINES)}")
+    return value
 
 
 options = GlobalOptions()
@@ -83,19 +96,21 @@ def _options(
         help="Run scenario SQL as the DSN's own user when it may not create the per-run user "
         "that confines it to the scratch database.",
     ),
+    engine: str = typer.Option("mysql", "--engine", help=ENGINE_HELP, callback=_engine),
     version: bool = typer.Option(
         False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     options.debug = debug
     options.allow_shared_user = allow_shared_user
+    options.engine = engine
 
 
 def server_for(dsn: str | None):
     """The server for a command, as the global options say."""
     from .. import api as core
 
-    return core.server(dsn, options.allow_shared_user)
+    return core.server(dsn, options.allow_shared_user, options.engine)
 
 
 def color() -> bool:

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..run import events as ev
-from ..engine import mysql_errors
 from ..errors import StuckError, UsageError
 from ..engine.result import Result
 from ..run.driver import Driver, RunOptions
@@ -113,12 +112,12 @@ class Execution:
         out = [(VIOLATED, c.invariant.name) for c in self.checks if not c.held]
         for event in self.events:
             if isinstance(event, ev.Completed) and event.result.error is not None:
-                errno = event.result.error.errno
+                error = event.result.error
                 where = f"{event.session} at line {self.lines.get(event.index, '?')}"
-                if errno == mysql_errors.ER_LOCK_DEADLOCK:
+                if error.error_class == "deadlock":
                     out.append((DEADLOCK, f"{where} chosen as the victim"))
                 else:
-                    out.append((ERROR, f"ERROR {errno} for {where}"))
+                    out.append((ERROR, f"ERROR {error.code} for {where}"))
         return list(dict.fromkeys(out))
 
     def _stuck_key(self) -> str:
@@ -345,7 +344,9 @@ class Snapshot:
     """Resets by restoring the tables' rows as setup left them (engine/snapshot.py)."""
 
     def __init__(self, driver: Driver, tables: tuple[str, ...]):
-        self.restore = driver.snapshot(tables).restore
+        snapshot = driver.snapshot(tables)
+        self.restore = snapshot.restore
+        self.how = snapshot.how  # e.g. "DELETE + INSERT ... SELECT", as the engine restores
 
     def __call__(self) -> None:
         self.restore()
@@ -578,7 +579,7 @@ def _work(space: Space, server, options: ExploreOptions, source, results: queue.
 def _describe_reset(reset: Snapshot | Rebuild) -> str:
     if isinstance(reset, Rebuild):
         return f"database rebuilt from setup for every schedule ({reset.reason})"
-    return "tables restored from a snapshot (DELETE + INSERT ... SELECT), sessions reset with COM_CHANGE_USER"
+    return f"tables restored from a snapshot ({reset.how})"
 
 
 def _replayed(space: Space, server, options: ExploreOptions, tallies: list[Tally]) -> tuple[Finding, ...]:

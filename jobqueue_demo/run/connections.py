@@ -9,8 +9,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ..engine import control
-from ..engine.scratch import ScratchDatabase
 from ..engine.server import ServerInfo
 from ..engine.session import Session
 from ..engine.waits import WaitMonitor
@@ -30,7 +28,8 @@ class Connections:
         self.server = server
         self.step_timeout = step_timeout
         self.settings = settings  # --matrix: SET SESSION assignments for every session, after its own
-        self.scratch = ScratchDatabase(
+        self.seam = server.seam
+        self.scratch = self.seam.scratch(
             server, confine=not server.shared_user, multi_statements=True, answer_timeout=step_timeout
         )
         self.database = self.scratch.name
@@ -47,10 +46,8 @@ class Connections:
     def open(self) -> None:
         self.scratch.open()
         self.control = self.scratch.conn
-        self.monitor = WaitMonitor(self.control, self.server.flavor)
-        self.user_conn = self.scratch.session_params.connect(
-            database=self.database, multi_statements=True, answer_timeout=self.step_timeout
-        )
+        self.monitor = self.seam.wait_monitor(self.control, self.server)
+        self.user_conn = self.seam.user_connection(self.scratch, self.step_timeout)
         if self.scenario.setup:
             self._run_setup()
         for spec in self.scenario.sessions:
@@ -63,37 +60,24 @@ class Connections:
             self._run_setup()
 
     def survey(self) -> Survey:
-        from ..engine.snapshot import survey
-
-        return survey(self.scratch)
+        return self.seam.survey(self.scratch)
 
     def snapshot(self, tables: tuple[str, ...]) -> TableSnapshot:
-        from ..engine.snapshot import TableSnapshot
-
-        return TableSnapshot(self.scratch, tables)
+        return self.seam.snapshot(self.scratch, tables)
 
     def restart_sessions(self) -> None:
-        """Give every session a clean slate, as if newly connected.
-
-        COM_CHANGE_USER rolls back, drops temporary tables, releases table and user locks
-        and resets session variables, at a fifth of the cost of a new connection. A session
-        that is gone, or still inside a statement, gets a new connection instead.
+        """Give every session a clean slate, as if newly connected (the seam's `reset_session`:
+        cheaper than a new connection). A session that is gone, or still inside a statement,
+        gets a new connection instead.
         """
-        import MySQLdb
-
         self.end_orphans()
         for name, session in list(self.sessions.items()):
             if session.busy and not session.closed:
                 self.kill_quietly(session.thread_id)
                 session.close()
-            if not session.closed:
-                try:
-                    params = self.scratch.session_params
-                    session.conn.change_user(params.user, params.password, self.database)
-                    self._apply_settings(session.conn, self.specs[name])
-                    continue
-                except MySQLdb.OperationalError:
-                    session.close()  # killed by a fault step: the server has already ended it
+            if not session.closed and self.seam.reset_session(session, self.scratch, self._settings_sql(self.specs[name])):
+                continue
+            session.close()  # killed by a fault step: the server has already ended it
             self.sessions[name] = self._connect(self.specs[name])
 
     def reconnect(self, name: str) -> None:
@@ -101,23 +85,15 @@ class Connections:
         self.sessions[name] = self._connect(self.specs[name])
 
     def _run_setup(self) -> None:
-        import MySQLdb
-
-        try:
-            self.user_conn.query(self.scenario.setup.encode("utf-8"))
-            while True:
-                self.user_conn.store_result()  # each setup statement's result must be read before the next
-                if self.user_conn.next_result() != 0:
-                    break
-        except MySQLdb.Error as e:
-            raise ScenarioError(self.scenario.path, f"setup failed: ERROR {e.args[0]}: {e.args[-1]}") from None
+        failure = self.seam.run_script(self.user_conn, self.scenario.setup)
+        if failure is not None:
+            raise ScenarioError(self.scenario.path, f"setup failed: {failure}")
 
     def _connect(self, spec: SessionSpec) -> Session:
-        conn = self.scratch.session_params.connect(database=self.database, answer_timeout=self.step_timeout)
-        self._apply_settings(conn, spec)
-        return Session(spec.name, conn, conn.thread_id())
+        return self.seam.session(spec.name, self.scratch, self._settings_sql(spec), self.step_timeout)
 
-    def _apply_settings(self, conn, spec: SessionSpec) -> None:
+    def _settings_sql(self, spec: SessionSpec) -> str | None:
+        """The statement giving a session its settings, None when it has none."""
         dialect = self.server.dialect
         settings = []
         if spec.isolation:
@@ -127,8 +103,7 @@ class Connections:
         if spec.lock_wait_timeout is not None:
             settings.append(dialect.metadata_lock_timeout(spec.lock_wait_timeout))
         settings += self.settings
-        if settings:
-            conn.query(dialect.set_session(settings).encode())
+        return dialect.set_session(settings) if settings else None
 
     def close(self, quiet: bool = False) -> None:
         """Leave nothing behind: end every session's transaction, drop the scratch database
@@ -178,7 +153,7 @@ class Connections:
 
     def execute(self, sql: str) -> None:
         """The tool's own SQL on the control connection."""
-        control.execute(self.control, sql)
+        self.seam.execute(self.control, sql)
 
     def wait_gone(self, thread_id: int, deadline: float) -> bool:
         """Whether the server has ended the connection before `deadline`."""
@@ -193,5 +168,5 @@ class Connections:
     def names(self) -> dict[int, str]:
         """Thread id -> how a transcript names it."""
         names = {s.thread_id: s.name for s in self.sessions.values()}
-        names[self.control.thread_id()] = "the control connection"
+        names[self.seam.connection_id(self.control)] = "the control connection"
         return names
