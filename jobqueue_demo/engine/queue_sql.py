@@ -137,11 +137,11 @@ class QueueEngine:
 
 
 def queue_for(server) -> QueueEngine:
-    """The workers' SQL for the server's engine."""
-    if getattr(server, "engine", "mysql") == "postgresql":
+    """The workers' SQL for the server's engine (ServerInfo.engine)."""
+    if server.engine == "postgresql":
         from .pg_queue import PgQueue
 
-        return PgQueue("PostgreSQL")
+        return PgQueue(server.flavor)
     from .mysql_queue import MySqlQueue
 
     return MySqlQueue(server.flavor)
