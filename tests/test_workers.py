@@ -218,20 +218,28 @@ def test_cli_bench_tiny_sweep(tmp_path):
 
 @pytest.mark.skipif(not local_server_reachable(), reason="no server on 127.0.0.1:3306")
 def test_ctrl_c_leaves_nothing_behind(local):
-    marker = uuid.uuid4().hex
     before = scratch_databases(local)
+    interrupted_run("--dsn", LOCAL_DSN)
+    assert not (scratch_databases(local) - before) & worker_databases(local)
+
+
+def interrupted_run(*args: str) -> None:
+    """`workers -w 4 -j 100000 ARGS`, sent Ctrl-C once its workers run: exit 130, no traceback,
+    none of its processes left."""
+    marker = uuid.uuid4().hex
     env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"} | {"JQD_TEST_MARK": marker}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jobqueue_demo", "workers", "-w", "4", "-j", "100000", "--dsn", LOCAL_DSN],
+        [sys.executable, "-m", "jobqueue_demo", "workers", "-w", "4", "-j", "100000", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
     )
-    time.sleep(4)
+    # The CLI, the forkserver, the resource tracker and the 4 workers.
+    _started_workers(marker, 7)
+    time.sleep(1)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert _processes_with(marker) == []
-    assert not (scratch_databases(local) - before) & worker_databases(local)
 
 
 def _processes_with(marker: str) -> list[int]:

@@ -18,7 +18,7 @@ from conftest import cli
 from jobqueue_demo.workers.crew import Scratch, WorkersConfig, check, run_workers
 from jobqueue_demo.workers.stall import diagnose
 from jobqueue_demo.workers.strategies import REGISTRY
-from test_workers import assert_every_job_done_once
+from test_workers import assert_every_job_done_once, interrupted_run
 
 PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 STRATEGIES = tuple(s.name for s in REGISTRY if s.swept)
@@ -34,16 +34,21 @@ def local_pg_reachable() -> bool:
         return False
 
 
-@pytest.fixture(scope="session")
-def pg_embedded():
+def skip_without_pg_binaries() -> None:
     from jobqueue_demo.engine import pg_server
-    from jobqueue_demo.engine.server import open_server
     from jobqueue_demo.errors import ServerError
 
     try:
         pg_server.find_binaries()
     except ServerError as exc:
-        pytest.skip(f"no PostgreSQL binaries: {exc}")
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def pg_embedded():
+    from jobqueue_demo.engine.server import open_server
+
+    skip_without_pg_binaries()
     with open_server(None, engine="postgresql") as info:
         yield info
 
@@ -193,10 +198,9 @@ def _diagnosis_with(scratch, threads, waits: int):
 
 
 def test_cli_workers_on_postgresql_json():
+    skip_without_pg_binaries()
     done = cli("workers", "--engine", "postgresql", "-w", "3", "-j", "30", "--work-ms", "2", "--kill", "1", "--json",
                timeout=180)
-    if "no PostgreSQL binaries" in done.stderr or "initdb" in done.stderr and done.returncode == 3:
-        pytest.skip(done.stderr.strip())
     assert done.returncode == 0, done.stderr
     (line,) = done.stdout.splitlines()
     record = json.loads(line)
@@ -217,3 +221,9 @@ def test_cli_bench_tiny_sweep_on_postgresql():
     }
     assert all(r["invariants_hold"] for r in result["rows"])
     assert result["server"].startswith("PostgreSQL")
+
+
+def test_ctrl_c_on_postgresql_leaves_no_process_behind():
+    """Ctrl-C of a PostgreSQL run: exit 130, the workers, the forkserver and the embedded server gone."""
+    skip_without_pg_binaries()
+    interrupted_run("--engine", "postgresql")
