@@ -37,9 +37,6 @@ class MySqlWorker(WorkerConnection):
             text = f"ERROR {errno}: {exc.args[1]}" if len(exc.args) == 2 else str(exc)
             raise ClaimError(kind_of(errno), text) from None
 
-    def close(self) -> None:
-        self.conn.close()
-
     def claim_update(self, worker: int, batch: int) -> list[int]:
         """Mark rows first, then read back which ones: the claim before SKIP LOCKED existed."""
         marked = self.execute(

@@ -46,9 +46,6 @@ class PgWorker(WorkerConnection):
         except psycopg.Error as exc:
             raise claim_error(exc) from None
 
-    def close(self) -> None:
-        self.conn.close()
-
     def claim_update(self, worker: int, batch: int) -> list[int]:
         return self.ids(
             f"UPDATE jobs SET state = 'running', worker = {int(worker)} WHERE state = 'queued' AND id IN "

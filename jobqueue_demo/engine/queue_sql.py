@@ -44,9 +44,6 @@ class WorkerConnection:
     def _run(self, sql: str) -> tuple[list[tuple], int]:
         raise NotImplementedError
 
-    def close(self) -> None:
-        raise NotImplementedError
-
     def execute(self, sql: str) -> int:
         return self._run(sql)[1]
 
@@ -112,8 +109,6 @@ class QueueEngine:
     """What the crew asks of an engine besides the workers' own connections. Picklable: the
     worker processes receive it and call `connect`."""
 
-    name: str  # the engine's label in messages
-
     def connect(self, params, database: str, session_sql: tuple[str, ...]) -> WorkerConnection:
         raise NotImplementedError
 
@@ -141,7 +136,7 @@ def queue_for(server) -> QueueEngine:
     if server.engine == "postgresql":
         from .pg_queue import PgQueue
 
-        return PgQueue(server.flavor)
+        return PgQueue()
     from .mysql_queue import MySqlQueue
 
-    return MySqlQueue(server.flavor)
+    return MySqlQueue()
