@@ -32,11 +32,11 @@ def load(name: str) -> Scenario:
 
 
 @contextmanager
-def server(dsn: str | None, allow_shared_user: bool = False, engine: str = "mysql"):
+def server(dsn: str | None, allow_shared_user: bool = False, engine: str | None = None):
     """The server to run on, after sweeping what runs killed earlier left there and here.
 
-    `engine` ("mysql" or "postgresql") picks the embedded server when no DSN is given; a DSN
-    names its own engine by its scheme.
+    `engine` ("mysql" or "postgresql"; None: $JOBQUEUE_DEMO_DSN's, else mysql) picks the
+    embedded server when no DSN is given; a DSN names its own engine by its scheme.
     """
     from dataclasses import replace
 

@@ -35,8 +35,9 @@ DSN_HELP = (
     "Default: $JOBQUEUE_DEMO_DSN, else a private throwaway server (see --engine) started for this run."
 )
 ENGINE_HELP = (
-    "The private throwaway server's engine when no DSN is given: mysql (MariaDB or MySQL) or "
-    "postgresql. A DSN names its own engine. Example: jobqueue-demo --engine postgresql run skip-locked"
+    "The private throwaway server's engine when no --dsn is given: mysql (MariaDB or MySQL, the "
+    "default) or postgresql. A DSN names its own engine; $JOBQUEUE_DEMO_DSN is used only when it "
+    "is of this engine."
 )
 ENGINES = ("mysql", "postgresql")
 STEP_TIMEOUT_HELP = (
@@ -68,11 +69,11 @@ StepTimeout = Annotated[
 class GlobalOptions:
     debug: bool = False
     allow_shared_user: bool = False
-    engine: str = "mysql"
+    engine: str | None = None  # None: $JOBQUEUE_DEMO_DSN's engine, else mysql
 
 
-def _engine(value: str) -> str:
-    if value not in ENGINES:
+def _engine(value: str | None) -> str | None:
+    if value is not None and value not in ENGINES:
         raise typer.BadParameter(f"expected {' or '.join(ENGINES)}")
     return value
 
@@ -96,7 +97,7 @@ def _options(
         help="Run scenario SQL as the DSN's own user when it may not create the per-run user "
         "that confines it to the scratch database.",
     ),
-    engine: str = typer.Option("mysql", "--engine", help=ENGINE_HELP, callback=_engine),
+    engine: Optional[str] = typer.Option(None, "--engine", help=ENGINE_HELP, callback=_engine, show_default=False),
     version: bool = typer.Option(
         False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
     ),

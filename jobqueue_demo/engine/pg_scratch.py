@@ -139,7 +139,8 @@ class PgScratchDatabase:
 
 
 def sweep_leftovers(conn, dry_run: bool = False) -> list[tuple[str, str, bool]]:
-    """(kind, name, dropped) for each `jqd_` database and role of a run whose advisory lock is free.
+    """(kind, name, its run is gone) for each `jqd_` database and role of a run; those of runs
+    whose advisory lock is free are dropped unless `dry_run`.
 
     The lock is taken before dropping, so a run cannot be both judged dead and alive.
     """
@@ -157,14 +158,15 @@ def sweep_leftovers(conn, dry_run: bool = False) -> list[tuple[str, str, bool]]:
     for run, items in sorted(runs.items()):
         key = f"hashtext({literal(run)})"
         if not control.flag(conn, f"SELECT pg_try_advisory_lock({key})"):
-            continue  # its run is alive
+            found += [(kind, name, False) for kind, name in sorted(items)]
+            continue
         try:
             for kind, name in sorted(items):  # databases before the role that may own objects in them
                 if not dry_run:
                     drop = "DATABASE IF EXISTS" if kind == "database" else "ROLE IF EXISTS"
                     suffix = " WITH (FORCE)" if kind == "database" else ""
                     control.execute(conn, f"DROP {drop} {quote(name)}{suffix}")
-                found.append((kind, name, not dry_run))
+                found.append((kind, name, True))
         finally:
             control.execute(conn, f"SELECT pg_advisory_unlock({key})")
     return found

@@ -352,7 +352,15 @@ class EmbeddedPostgres:
                 server_command(binaries, self.workdir), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True, preexec_fn=_preexec(identity),
             )
-        self._wait_until_ready(log_path)
+        try:
+            self._wait_until_ready(log_path)
+        except StartFailed as exc:
+            if identity is None:
+                raise
+            raise StartFailed(
+                f"{exc} (as root it runs as the '{SYSTEM_USER}' user, which must reach {self.workdir}: "
+                "point TMPDIR at a directory it can enter, such as /tmp)"
+            ) from None
 
     def _wait_until_ready(self, log_path: Path) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -35,8 +35,13 @@ def _error(pgconn, result=None) -> PgError:
         return PgError(0, field(DiagnosticField.SQLSTATE), field(DiagnosticField.MESSAGE_PRIMARY),
                        field(DiagnosticField.SEVERITY_NONLOCALIZED) or "ERROR")
     text = (result.error_message if result is not None else pgconn.error_message) or b"connection lost"
-    message = " ".join(text.decode("utf-8", "replace").split())
-    return PgError(0, CONNECTION_FAILURE, message.removeprefix("FATAL: ").removeprefix("ERROR: "), "FATAL")
+    # libpq's own text: the server's last word (a FATAL from pg_terminate_backend) first, then
+    # its account of the closed socket; the first line is what psql shows first too.
+    first = text.decode("utf-8", "replace").strip().splitlines()[0]
+    severity, sep, message = first.partition(":  ")
+    if not sep or severity not in ("FATAL", "ERROR", "PANIC"):
+        severity, message = "FATAL", first
+    return PgError(0, CONNECTION_FAILURE, message.strip(), severity)
 
 
 def _outcome(pgconn, result, started: float) -> Result:
@@ -125,6 +130,8 @@ class PgSession(Session):
         assert self.pending_sql is None, f"session {self.name} already has a statement in flight"
         pgconn = self.conn.pgconn
         self.sent_at = time.perf_counter()
+        if self.closed:  # dropped by a fault step: libpq would write into the dead socket and wait
+            return Result(error=PgError(0, CONNECTION_FAILURE, "no connection to the server", "FATAL"))
         try:
             pgconn.send_query(sql.encode("utf-8"))
         except psycopg.OperationalError:  # the connection is gone
@@ -133,31 +140,14 @@ class PgSession(Session):
         self.pending_sql = sql
         return None
 
-    def read(self, fetch_timeout: float = float("inf")) -> Result:
-        try:
-            result = collect(self.conn.pgconn, self.sent_at, fetch_timeout)
-        except FetchTimeout as e:
-            self.drop_socket()
-            self.pending_sql = None
-            raise FetchTimeout(f"{e}; {self.name}'s connection was dropped (raise --step-timeout for big results)") from None
-        self.pending_sql = None
-        self.waiting = False
-        if result.error and result.error.code in LOST_CONNECTION:
-            self.closed = True
-        return result
+    def _answer(self, fetch_timeout: float) -> Result:
+        return collect(self.conn.pgconn, self.sent_at, fetch_timeout)
 
     def drop_socket(self) -> None:
         """End the connection the way a crashed process does: no Terminate message, no ROLLBACK."""
         # A duplicate of libpq's socket, shut down: the server sees the TCP or Unix connection end.
         with socket.socket(fileno=os.dup(self.conn.pgconn.socket)) as dup:
             dup.shutdown(socket.SHUT_RDWR)
-        self.closed = True
-
-    def close(self) -> None:
-        try:
-            self.conn.close()
-        except Exception:  # already closed or dropped: nothing left to release
-            pass
         self.closed = True
 
 

@@ -29,6 +29,13 @@ class SqlError:
 
         return next((name for name, codes in CLASSES.items() if self.errno in codes), None)
 
+    @property
+    def name(self) -> str | None:
+        """The code's name (ER_LOCK_DEADLOCK), when the tool knows it."""
+        from .mysql_errors import name_of
+
+        return name_of(self.errno)
+
 
 @dataclass(frozen=True)
 class PgError(SqlError):
@@ -49,6 +56,12 @@ class PgError(SqlError):
         from .pg_errors import class_of
 
         return class_of(self.sqlstate)
+
+    @property
+    def name(self) -> str | None:
+        from .pg_errors import name_of
+
+        return name_of(self.sqlstate)
 
 
 @dataclass(frozen=True)

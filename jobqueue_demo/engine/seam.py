@@ -149,12 +149,12 @@ class PgSeam:
     def sweep(self, params, dry_run: bool = False):
         from contextlib import closing
 
-        from .leftovers import GONE, Found, Sweep, done
+        from .leftovers import ALIVE, GONE, KEPT, Found, Sweep, done
         from .pg_scratch import sweep_leftovers
 
         with closing(params.connect()) as conn:
             found = sweep_leftovers(conn, dry_run)
-        return Sweep([Found(kind, name, done(dry_run), GONE) for kind, name, _ in found])
+        return Sweep([Found(kind, name, done(dry_run), GONE) if gone else Found(kind, name, KEPT, ALIVE) for kind, name, gone in found])
 
     def scratch(self, server, **options):
         from .pg_scratch import PgScratchDatabase

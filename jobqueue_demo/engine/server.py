@@ -293,14 +293,19 @@ def describe_server(conn: Connection) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def open_server(dsn: str | None = None, engine: str = MYSQL) -> Iterator[ServerInfo]:
+def open_server(dsn: str | None = None, engine: str | None = None) -> Iterator[ServerInfo]:
     """The server to run lessons on: `dsn`, else $JOBQUEUE_DEMO_DSN, else an embedded one of
-    `engine`. A DSN names its engine by its scheme (mysql://, postgresql://)."""
-    if engine not in ENGINES:
+    `engine` (MariaDB/MySQL when None). A DSN names its engine by its scheme (mysql://,
+    postgresql://); $JOBQUEUE_DEMO_DSN of another engine than the one asked for is not used."""
+    if engine is not None and engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}: expected {' or '.join(ENGINES)}")
+    from . import pg_server
+
     if dsn is None:
         dsn = os.environ.get(DSN_ENV) or None
-    from . import pg_server
+        env_engine = (POSTGRESQL if pg_server.is_pg_dsn(dsn) else MYSQL) if dsn else None
+        if engine is not None and env_engine != engine:
+            dsn = None
 
     if dsn is not None and pg_server.is_pg_dsn(dsn):
         yield _pg_server_info(pg_server.parse_dsn(dsn), embedded=False)

@@ -52,11 +52,11 @@ def query_ok(sql: str, result: Result) -> str:
 
 def _error_notes(session: str, result: Result) -> list[Line]:
     errno = result.error.errno
-    if errno == mysql_errors.ER_LOCK_DEADLOCK:
+    if result.error.error_class == "deadlock":
         text = f"-- {session} was chosen as the deadlock victim: its whole transaction was rolled back"
     elif errno == mysql_errors.ER_LOCK_WAIT_TIMEOUT:
         text = f"-- only this statement was rolled back; {session}'s transaction is still open"
-    elif errno in mysql_errors.LOST_CONNECTION:
+    elif result.error.error_class == "connection-lost":
         text = f"-- {session}'s connection is gone; the server rolls back its open transaction"
     else:
         return []

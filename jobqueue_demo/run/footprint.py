@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 
 from ..engine.waits import WaitMonitor, transaction_blocks
+from ..errors import UsageError
 from . import events as ev
 
 ROW_LOCKS = re.compile(r"(\d+) row lock\(s\)")
@@ -43,6 +44,11 @@ class Footprint:
     """Follows a run's events, adding a LocksTaken after each statement that locked rows."""
 
     def __init__(self, monitor: WaitMonitor, sessions: dict):
+        if not monitor.counts_row_locks:
+            raise UsageError(
+                "--show-locks needs the server's count of each transaction's row locks (InnoDB's); "
+                "this server keeps row locks in the rows themselves and counts none"
+            )
         self.monitor = monitor
         self.sessions = sessions  # the driver's, by name: a reconnect replaces an entry
         self.held: dict[str, int] = {}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 
-from ..engine import mysql_errors
 from ..engine.result import Result
 from ..scenario.model import Scenario, Statement
 from .verify import Outcome
@@ -31,12 +30,11 @@ def _flow(values) -> str:
     return "[" + ", ".join(scalar(v) for v in values) + "]"
 
 
-def _error_spelling(errno: int) -> str:
+def _error_spelling(error) -> str:
     """Record the portable class where servers differ, so a recording verifies on both."""
-    for name in PORTABLE_CLASSES:
-        if errno in mysql_errors.CLASSES[name]:
-            return name
-    return mysql_errors.name_of(errno) or str(errno)
+    if error.error_class in PORTABLE_CLASSES:
+        return error.error_class
+    return error.name or str(error.code)
 
 
 def expectation_text(outcome: Outcome, indent: int, assert_no_wait: bool = False, flow: bool = False) -> str:
@@ -54,7 +52,7 @@ def expectation_text(outcome: Outcome, indent: int, assert_no_wait: bool = False
     if result is None:
         pass
     elif result.error is not None:
-        fields.append(f"error: {_error_spelling(result.error.errno)}")
+        fields.append(f"error: {_error_spelling(result.error)}")
     elif result.is_rows:
         fields.append(f"columns: {_flow(result.columns)}")
         # A result too long to keep whole is recorded by its columns only.
