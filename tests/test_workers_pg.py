@@ -172,9 +172,10 @@ def test_a_stall_is_diagnosed_from_pg_locks(pg):
             holder.execute("SELECT id FROM jobs WHERE id = 2 FOR UPDATE")
             waiter.execute("BEGIN")
             waiter.pgconn.send_query(b"UPDATE jobs SET state = 'done' WHERE id = 2")
+            threads = {c.info.backend_pid: i for i, c in enumerate(conns)}
+            _diagnosis_with(scratch, threads, 1)  # the third must queue behind a waiting second
             third.execute("BEGIN")
             third.pgconn.send_query(b"SELECT id FROM jobs WHERE id = 2 FOR UPDATE")
-            threads = {c.info.backend_pid: i for i, c in enumerate(conns)}
             diagnosis = _diagnosis_with(scratch, threads, 2)
         finally:
             for conn in conns:

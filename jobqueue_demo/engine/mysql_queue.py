@@ -83,12 +83,6 @@ class MySqlQueue(QueueEngine):
             " idem_key INT NULL, at_s DOUBLE NOT NULL DEFAULT 0, UNIQUE KEY (idem_key)) ENGINE=InnoDB",
         )
 
-    def scratch(self, server):
-        from .scratch import ScratchDatabase
-
-        # The workers' SQL is the tool's own: no per-run user to confine it.
-        return ScratchDatabase(server, confine=False)
-
     def lock_wait_count(self, scratch) -> int | None:
         return int(scratch.rows("SHOW GLOBAL STATUS LIKE 'Innodb_row_lock_waits'")[0][-1] or 0)
 

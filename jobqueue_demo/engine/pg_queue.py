@@ -84,12 +84,6 @@ class PgQueue(QueueEngine):
             " worker INT NOT NULL, idem_key INT NULL UNIQUE, at_s DOUBLE PRECISION NOT NULL DEFAULT 0)",
         )
 
-    def scratch(self, server):
-        from .pg_scratch import PgScratchDatabase
-
-        # The workers' SQL is the tool's own: no per-run role to confine it.
-        return PgScratchDatabase(server, confine=False)
-
     def lock_wait_count(self, scratch) -> int | None:
         return None
 

@@ -1,7 +1,7 @@
 """The workers' SQL, seen from workers/: one connection per worker that claims, leases and
 completes jobs, and the run-wide reads the crew needs. Each engine writes its own spelling in
-its own module (mysql_queue.py, pg_queue.py); `queue_for(server)` picks it, so workers/ never
-names an engine and a new engine touches engine/ only.
+its own module (mysql_queue.py, pg_queue.py), reached as `server.seam.queue()`, so workers/
+never names an engine and a new engine touches engine/ only.
 
 What is the same on every engine sits here: the statements that are plain SQL, and a driver
 error turned into a `ClaimError` with a portable class (`deadlock`, `lock-not-available`,
@@ -115,10 +115,6 @@ class QueueEngine:
     def schema(self, state_order: str) -> tuple[str, ...]:
         raise NotImplementedError
 
-    def scratch(self, server):
-        """The run's scratch database (engine/scratch.py's interface), not yet open."""
-        raise NotImplementedError
-
     def lock_wait_count(self, scratch) -> int | None:
         """A server counter of row-lock waits, or None where the engine keeps none."""
         raise NotImplementedError
@@ -129,14 +125,3 @@ class QueueEngine:
     def lock_waits(self, scratch, session_ids: list[int]) -> list[tuple[tuple, str | None]]:
         """Each lock wait of `session_ids`, in the row form engine/lock_waits.py documents."""
         raise NotImplementedError
-
-
-def queue_for(server) -> QueueEngine:
-    """The workers' SQL for the server's engine (ServerInfo.engine)."""
-    if server.engine == "postgresql":
-        from .pg_queue import PgQueue
-
-        return PgQueue()
-    from .mysql_queue import MySqlQueue
-
-    return MySqlQueue()

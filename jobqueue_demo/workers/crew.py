@@ -29,7 +29,7 @@ from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed,
 from ..errors import ServerError, UsageError, WorkersStuck
 from .lifeline import RUN_PID_ENV
 from ..engine.owner import hold_for_life
-from ..engine.queue_sql import STATE_ORDERS, queue_for
+from ..engine.queue_sql import STATE_ORDERS
 from ..engine.server import ServerInfo
 from .stall import diagnose
 from .strategies import STRATEGIES
@@ -221,8 +221,9 @@ class Scratch:
 
     def __init__(self, server: ServerInfo):
         self.server = server
-        self.queue = queue_for(server)
-        self.database = self.queue.scratch(server)
+        self.queue = server.seam.queue()
+        # The workers' SQL is the tool's own: no per-run user to confine it.
+        self.database = server.seam.scratch(server, confine=False)
         self.name = self.database.name
 
     def __enter__(self) -> Scratch:
