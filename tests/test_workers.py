@@ -167,6 +167,8 @@ def test_bad_values_are_rejected(values, words):
         ("workers", "--workers", "0"),
         ("workers", "--jobs", "-5"),
         ("workers", "-s", "bogus"),
+        ("workers", "--engine", "oracle"),
+        ("bench", "--engine", "sqlite"),
         ("bench", "--workers", "0,4"),
         ("bench", "--strategies", "nope"),
     ],

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import api as core
-from .shared import ENGINES, Dsn, app, options, say
+from .shared import Dsn, app, options, say
 from ..errors import EXIT_MISMATCH, WorkersStuck
 
 REGISTRY = core.strategies()
@@ -100,8 +100,7 @@ def workers_command(
 
 
 def _server(dsn: str | None, engine: str | None):
-    if engine is not None and engine not in ENGINES:
-        raise typer.BadParameter(f"expected {' or '.join(ENGINES)}", param_hint="'--engine'")
+    """The server of --dsn, else the embedded one of this command's --engine, else of the global one."""
     return core.server(dsn, options.allow_shared_user, engine or options.engine)
 
 
