@@ -26,7 +26,7 @@ ISOLATIONS = ("read-committed", "repeatable-read")
 JSON_KEYS = {
     "strategy", "isolation", "workers", "jobs", "completed", "seconds", "jobs_per_s", "claim_ms_p50",
     "claim_ms_p99", "deadlocks", "lock_wait_timeouts", "empty_claims", "retries", "killed", "lost", "duplicated",
-    "external_duplicates",
+    "external_duplicates", "serialization_failures",
 }
 
 
