@@ -209,11 +209,11 @@ def test_cli_workers_on_postgresql_json():
     assert record["server"].startswith("PostgreSQL") and record["row_lock_waits"] is None
 
 
-@pytest.mark.skipif(not local_pg_reachable(), reason="no PostgreSQL on 127.0.0.1:5432")
 def test_cli_bench_tiny_sweep_on_postgresql():
+    skip_without_pg_binaries()
     done = cli(
-        "bench", "--jobs", "24", "--workers", "2", "--strategies", "skip-locked,update-limit,lease", "--work-ms", "0",
-        "--json", "--plot", "", "--dsn", PG_DSN, timeout=300,
+        "bench", "--engine", "postgresql", "--jobs", "24", "--workers", "2", "--strategies",
+        "skip-locked,update-limit,lease", "--work-ms", "0", "--json", "--plot", "", timeout=300,
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

@@ -3,8 +3,8 @@
 Each worker is an OS process of its own (see claimers.py for what it runs) with its own
 connections. Processes come from a multiprocessing *forkserver*: a clean, single-threaded
 process that has imported the worker code once and forks each worker in milliseconds. Plain
-fork would copy this process's open MySQL sockets and threads into every worker; spawn (or a
-`python -m` subprocess) would pay a fresh interpreter and MySQLdb import per worker, seconds
+fork would copy this process's open server sockets and threads into every worker; spawn (or a
+`python -m` subprocess) would pay a fresh interpreter and database driver import per worker, seconds
 for a 16-worker bench step on two cores. Shared memory (counters, the commit locks a kill
 needs) passes to forkserver children as process arguments.
 
