@@ -51,8 +51,8 @@ def server(dsn: str | None, allow_shared_user: bool = False, engine: str | None 
 
 
 def note_interrupt() -> None:
-    """From now on every wait of this process is short: it is about to exit (engine/bounded.py)."""
-    from .engine.bounded import note_interrupt as bound_waits
+    """From now on every wait of this process is short: it is about to exit (engine/deadlines.py)."""
+    from .engine.deadlines import note_interrupt as bound_waits
 
     bound_waits()
 

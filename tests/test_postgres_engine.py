@@ -112,7 +112,7 @@ def test_for_update_waits_with_the_blocker_named_then_completes(pg):
     report = run("waits", pg)
     first = waits(report)[0]
     assert (first.session, first.kind, first.blockers) == ("B", "row lock", ("A",))
-    assert first.lock.startswith("jobs tuple (0,1)")
+    assert first.lock == "jobs row (0,1) FOR UPDATE"
     b_select = completed(report, "B")[1]
     assert b_select.waited_ms is not None and b_select.result.rows == (("1", "send welcome email"),)
     a_commit = next(i for i, e in enumerate(report.events) if isinstance(e, ev.Completed) and e.sql == "COMMIT;" and e.session == "A")
@@ -166,9 +166,13 @@ def test_disconnect_closes_the_socket_and_the_server_rolls_back(pg):
 
 
 def test_locks_step_reads_pg_locks(pg):
-    report = run("deadlock", pg)
+    report = run("waits", pg)
     (shown,) = [e for e in report.events if isinstance(e, ev.LocksShown)]
-    assert shown.columns[0] == "session" and "pg_locks" in shown.note
+    assert "pg_locks" in shown.note
+    assert ("B", None, None, "ShareLock", "A's transaction", "waiting") in shown.rows
+    assert ("B", "jobs", None, "FOR UPDATE", "(0,1)", "granted") in shown.rows
+    assert ("C", "jobs", None, "FOR UPDATE", "(0,1)", "waiting") in shown.rows
+    assert ("A", "jobs", "jobs_pkey", "RowShareLock", None, "granted") in shown.rows
 
 
 def test_the_scratch_database_and_role_are_dropped(pg):
@@ -332,7 +336,7 @@ def test_a_run_dir_the_postgres_user_cannot_reach_is_one_line_and_left_clean():
     folder = Path(tempfile.mkdtemp(prefix="jqd-test-private-"))  # mode 0700, root's
     try:
         done = cli("--engine", "postgresql", "run", "tests/data/postgresql/skip-locked.yaml", env={"TMPDIR": str(folder)})
-        assert done.returncode == 3 and "point TMPDIR at a directory it can enter" in done.stderr
+        assert done.returncode == 3 and "point TMPDIR at a directory it can enter" in done.stderr and "rebuilding" not in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
         assert _left_in(folder) == ([], "")
     finally:
@@ -352,3 +356,120 @@ def test_snapshot_reset_matches_rebuilding_the_schema(pg_embedded):
     assert "snapshot" in fast_reset and "rebuilt" in slow_reset
     assert fast == slow and len(fast) == 40
     assert {outcome for _, outcome in fast} == {"ok", "violated"}
+
+
+# -- a server that stops answering ---------------------------------------------------------
+
+FROZEN_STEP_TIMEOUT_S = 3
+
+
+def signal_all(postmaster: int, signum: int) -> None:
+    """The postmaster and every backend: each backend is a session leader of its own (setsid)."""
+    children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True, text=True).stdout.split()
+    for pid in [postmaster, *map(int, children)]:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture
+def frozen_pg():
+    """A private PostgreSQL, to be frozen whole (SIGSTOP) by the test."""
+    from jobqueue_demo.engine.pg_server import EmbeddedPostgres
+
+    server = EmbeddedPostgres()
+    server.start()
+    postmaster = server._process.pid
+    try:
+        yield server, postmaster
+    finally:
+        signal_all(postmaster, signal.SIGCONT)
+        server.stop()
+
+
+def start_frozen_pg_run(server, postmaster: int) -> subprocess.Popen:
+    dsn = f"postgresql://postgres@/postgres?host={server.workdir}"
+    proc = start("run", "tests/data/postgresql/long-statement.yaml", "--dsn", dsn,
+                 "--step-timeout", str(FROZEN_STEP_TIMEOUT_S), "--format", "json", env={})
+    while '"run_started"' not in proc.stdout.readline():
+        assert proc.poll() is None, proc.stderr.read()
+    import time
+
+    time.sleep(0.3)  # the statement is sent and the driver is watching for waits
+    signal_all(postmaster, signal.SIGSTOP)
+    return proc
+
+
+def test_frozen_postgresql_ends_the_run_with_exit_3_after_the_step_timeout(frozen_pg):
+    import time
+
+    proc = start_frozen_pg_run(*frozen_pg)
+    frozen = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    took = time.monotonic() - frozen
+    assert proc.returncode == 3, err
+    assert err.splitlines()[-1].endswith(f"the server did not answer within {FROZEN_STEP_TIMEOUT_S} s")
+    assert "Traceback" not in err
+    # One step timeout for the monitor's query; the clean-up gives up on the silent server at
+    # once. Loose: a busy machine must not fail this, a hang must.
+    assert took < 2 * FROZEN_STEP_TIMEOUT_S, took
+
+
+def test_ctrl_c_while_postgresql_is_frozen_exits_130_at_once(frozen_pg):
+    import time
+
+    proc = start_frozen_pg_run(*frozen_pg)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert time.monotonic() - sent < 2.0
+
+
+def test_a_damaged_template_is_rebuilt_once(tmp_path):
+    cache = {"XDG_CACHE_HOME": str(tmp_path)}
+    first = cli("--engine", "postgresql", "run", "tests/data/postgresql/skip-locked.yaml", env=cache)
+    assert first.returncode == 0, first.stderr
+    (template,) = (tmp_path / "jobqueue-demo").glob("postgresql-*[!k]")  # not the .lock file
+    (template / "global" / "pg_control").unlink()
+    second = cli("--engine", "postgresql", "run", "tests/data/postgresql/skip-locked.yaml", env=cache)
+    assert second.returncode == 0, second.stderr
+    assert "rebuilding the cached PostgreSQL template once" in second.stderr
+    assert (template / "global" / "pg_control").is_file()
+
+
+def test_reset_session_leaves_a_fresh_session(pg_embedded):
+    seam = pg_embedded.seam
+    scratch = seam.scratch(pg_embedded)
+    scratch.open()
+    try:
+        settings = pg_embedded.dialect.set_session([pg_embedded.dialect.isolation_setting("serializable")])
+        session = seam.session("A", scratch, settings, 10.0)
+        for sql in ("CREATE TEMP TABLE t (x INT)", "SET lock_timeout = '7s'", "SELECT pg_advisory_lock(42)", "BEGIN", "SELECT 1/0"):
+            session.send(sql)
+            session.read()
+        assert seam.reset_session(session, scratch, settings)
+        check = seam.answer(
+            session.conn,
+            "SELECT current_setting('transaction_isolation'), current_setting('lock_timeout'), "
+            "(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()), "
+            "to_regclass('pg_temp.t') IS NULL",
+        )
+        assert check.rows == (("serializable", "0", "0", "t"),)
+        session.close()
+    finally:
+        scratch.close()
+
+
+def test_table_lock_queue_names_the_one_ahead(pg):
+    report = run("table-lock-queue", pg)
+    told = {w.session: (w.kind, w.blockers, w.lock) for w in waits(report)}
+    assert told == {
+        "B": ("table lock", ("A",), "jobs AccessExclusiveLock"),
+        # C's RowShareLock conflicts only with B's queued request: pg_blocking_pids names the one ahead.
+        "C": ("table lock", ("B",), "jobs RowShareLock"),
+    }
+    assert completed(report, "C")[-1].result.rows == (("1",),)

@@ -10,8 +10,6 @@ A connection whose answer does not come is shut down, so that no later call on i
 from __future__ import annotations
 
 import contextlib
-import os
-import select
 import threading
 import time
 from typing import Iterator
@@ -19,37 +17,8 @@ from typing import Iterator
 from MySQLdb import OperationalError
 from MySQLdb.connections import Connection
 
+from .deadlines import INTERRUPT_GRACE_S, shutdown_socket, wait_readable
 from .mysql_errors import CR_SERVER_LOST
-
-# After Ctrl-C or SIGTERM each answer the clean-up waits for (a rollback, dropping the
-# scratch database) gets this long; a server that answers needs a few ms. The first answer
-# that does not come ends all waiting: the server is taken to be gone.
-INTERRUPT_GRACE_S = 0.4
-# How often a wait looks at the clock; the select itself wakes on a signal at once.
-SLICE_S = 0.25
-
-_interrupted_at: float | None = None
-_gave_up = False
-
-
-def note_interrupt() -> None:
-    """Called from the CLI's signal handler: from now on, in this process, waits are short.
-
-    Process-wide on purpose: the CLI is about to exit. A library caller that catches
-    KeyboardInterrupt and goes on never calls this.
-    """
-    global _interrupted_at
-    if _interrupted_at is None:
-        _interrupted_at = time.monotonic()
-
-
-def _time_left(started: float, deadline: float, grace: float) -> float:
-    if _interrupted_at is not None:
-        if _gave_up:
-            return 0.0
-        deadline = min(deadline, max(started, _interrupted_at) + grace)
-    return deadline - time.monotonic()
-
 
 @contextlib.contextmanager
 def server_bounded(conn, seconds: float) -> Iterator[None]:
@@ -126,33 +95,3 @@ def open_connection(options: dict) -> BoundedConnection:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["conn"]
-
-
-def wait_readable(conn, deadline: float) -> bool:
-    """True when `conn` has something to read before `deadline` (or the interrupt grace)."""
-    global _gave_up
-    started = time.monotonic()
-    grace = getattr(conn, "interrupt_grace", INTERRUPT_GRACE_S)
-    while True:
-        left = _time_left(started, deadline, grace)
-        if left <= 0:
-            _gave_up = _interrupted_at is not None
-            return False
-        ready, _, _ = select.select([conn], [], [], min(left, SLICE_S))
-        if ready:
-            return True
-
-
-def shutdown_socket(conn) -> None:
-    import socket  # 1.5 ms of start-up that only a dropped connection needs
-
-    try:
-        sock = socket.socket(fileno=os.dup(conn.fileno()))
-    except Exception:  # already closed: nothing to shut
-        return
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    finally:
-        sock.close()

@@ -7,21 +7,17 @@ read from the raw result, so nothing depends on psycopg's type conversions.
 
 from __future__ import annotations
 
+from ..errors import FetchTimeout
 from .control import ControlError
 from .pg_errors import CONNECTION_FAILURE, LOST_CONNECTION
+from .server import ANSWER_TIMEOUT_S
 
 INSUFFICIENT_PRIVILEGE = "42501"
 
 
-def sqlstate_of(exc: BaseException) -> str:
-    """An error's SQLSTATE; a connection that went away under libpq has none, and gets 08006."""
-    return getattr(exc, "sqlstate", None) or CONNECTION_FAILURE
-
-
-def control_error(exc: BaseException, sql: str) -> ControlError:
-    code = sqlstate_of(exc)
-    diag = getattr(exc, "diag", None)
-    message = " ".join(str((diag and diag.message_primary) or exc).split())
+def control_error(code: str, message: str, sql: str) -> ControlError:
+    """The one line for a failed statement of the tool's own: what was refused, and why."""
+    message = " ".join(message.split())
     if code in LOST_CONNECTION:
         return ControlError(f"lost the control connection: {message}", code)
     what = " ".join(sql.split()[:3])
@@ -31,25 +27,27 @@ def control_error(exc: BaseException, sql: str) -> ControlError:
 
 
 def rows(conn, sql: str) -> tuple[tuple[str | None, ...], ...]:
-    """Every row of one statement (of the last, if several), as text; errors mapped."""
+    """The rows of one statement (of the last, if several; the first 1,000, as for a session),
+    as text; errors mapped. No answer within the connection's `answer_timeout` is a ControlError
+    too, and closes the connection."""
     import psycopg
 
+    from .pg_session import collect, shut
+
+    timeout = getattr(conn, "answer_timeout", ANSWER_TIMEOUT_S)
+    pgconn = conn.pgconn
     try:
-        cursor = conn.execute(sql.encode("utf-8"))
-        while cursor.nextset():
-            pass
-        result = cursor.pgresult
-    except psycopg.Error as exc:
-        raise control_error(exc, sql) from None
-    if result is None or result.ntuples == 0:
-        return ()
-    return tuple(
-        tuple(_text(result.get_value(r, c)) for c in range(result.nfields)) for r in range(result.ntuples)
-    )
-
-
-def _text(value: bytes | None) -> str | None:
-    return None if value is None else value.decode("utf-8", "replace")
+        pgconn.send_query(sql.encode("utf-8"))
+        result = collect(pgconn, 0.0, timeout)
+    except FetchTimeout:
+        shut(pgconn)
+        conn.dropped = f"the server did not answer within {timeout:g} s"
+        raise ControlError(conn.dropped, CONNECTION_FAILURE) from None
+    except psycopg.OperationalError as exc:  # from send_query: the connection is gone
+        raise control_error(CONNECTION_FAILURE, str(exc), sql) from None
+    if result.error is not None:
+        raise control_error(result.error.code, result.error.message, sql)
+    return result.rows
 
 
 def execute(conn, sql: str) -> None:

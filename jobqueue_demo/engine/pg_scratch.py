@@ -23,7 +23,10 @@ from dataclasses import replace
 from ..errors import ServerError
 from . import pg_control as control
 from .pg_control import literal, quote
+from .pg_errors import LOST_CONNECTION
+from .pg_session import shut
 from .scratch import RUN_NAME, SHARED_USER_OPTION, new_name
+from .server import ANSWER_TIMEOUT_S
 
 
 def _major(version: str) -> int:
@@ -33,8 +36,9 @@ def _major(version: str) -> int:
 class PgScratchDatabase:
     """Open with `open()`, always end with `close()`: everything made is dropped, once."""
 
-    def __init__(self, server, confine: bool = True, **_connection_options):
+    def __init__(self, server, confine: bool = True, answer_timeout: float = ANSWER_TIMEOUT_S, **_mysql_only):
         self.server = server
+        self.answer_timeout = answer_timeout
         self.name = new_name()
         self.confine = confine
         self.admin = None
@@ -44,14 +48,14 @@ class PgScratchDatabase:
         self._databases: list[str] = []
 
     def open(self) -> None:
-        self.admin = self.server.params.connect()
+        self.admin = self.server.params.connect(answer_timeout=self.answer_timeout)
         try:
             if not control.flag(self.admin, f"SELECT pg_try_advisory_lock(hashtext({literal(self.name)}))"):
                 raise ServerError(f"cannot take the advisory lock {self.name} on {self.server.where}")
             if self.confine:
                 self._create_role()
             self.create_database(self.name)
-            self.conn = self.server.params.connect(database=self.name)
+            self.conn = self.server.params.connect(database=self.name, answer_timeout=self.answer_timeout)
             if self._role is not None:
                 self.execute(f"GRANT ALL ON SCHEMA public TO {quote(self._role)}")
         except BaseException:
@@ -111,12 +115,17 @@ class PgScratchDatabase:
                 drop()
             except control.ControlError as e:
                 failure = failure or e
+                if e.errno in LOST_CONNECTION:
+                    break
         return failure
 
     def close(self, quiet: bool = False) -> None:
         """Drop what was made and disconnect, which frees the advisory lock whatever failed."""
         if self.admin is None:
             return
+        silent = getattr(self.conn, "dropped", None)
+        if silent:  # the server stopped answering the control connection: the admin one would wait as long
+            shut(self.admin.pgconn)
         if self.conn is not None:
             with contextlib.suppress(Exception):  # already gone: the drop ends it anyway
                 self.conn.close()
@@ -131,6 +140,8 @@ class PgScratchDatabase:
             return
         if not quiet:
             raise failure
+        if failure.errno in LOST_CONNECTION:
+            return  # the error already raised says the server is gone
         handling = sys.exc_info()[1]
         if isinstance(handling, GeneratorExit):
             handling = handling.__context__

@@ -31,7 +31,7 @@ from urllib.parse import unquote
 
 from ..errors import ServerError, StartFailed, UsageError
 from .owner import hold
-from .server import die_with_parent, run_command, refuse_nul, split_dsn
+from .server import ANSWER_TIMEOUT_S, die_with_parent, inode_of, refuse_nul, run_command, split_dsn
 
 DSN_SCHEMES = ("postgresql", "postgres")
 DSN_FORM = "postgresql://user:password@host:port/database"
@@ -86,12 +86,15 @@ class PgParams:
             options["dbname"] = target.database
         return options
 
-    def connect(self, database: str | None | EllipsisType = ..., **_ignored):
-        """An open psycopg connection, autocommit on (every BEGIN is explicit)."""
+    def connect(self, database: str | None | EllipsisType = ..., answer_timeout: float = ANSWER_TIMEOUT_S, **_mysql_only):
+        """An open psycopg connection, autocommit on (every BEGIN is explicit). The tool's own
+        statements on it wait at most `answer_timeout` seconds for the server (pg_control.py)."""
         import psycopg
 
         try:
-            return psycopg.connect(autocommit=True, **self.conninfo(database))
+            conn = psycopg.connect(autocommit=True, **self.conninfo(database))
+            conn.answer_timeout = answer_timeout
+            return conn
         except psycopg.Error as exc:
             target = self if database is ... else replace(self, database=database)
             raise ServerError(f"cannot connect to {target.display()}: {_one_line(exc)}") from exc
@@ -243,9 +246,37 @@ def _chown_tree(root: Path, identity: tuple[int, int] | None) -> None:
             os.lchown(os.path.join(folder, name), uid, gid)
 
 
+def _reachable(folder: Path, identity: tuple[int, int]) -> bool:
+    """Whether the user `identity` may enter `folder` and every folder above it."""
+    uid, gid = identity
+    for each in [folder, *folder.parents]:
+        mode = each.stat()
+        bit = 0o100 if mode.st_uid == uid else 0o010 if mode.st_gid == gid else 0o001
+        if not mode.st_mode & bit:
+            return False
+    return True
+
+
+def rebuild_template(binaries: PgBinaries, broken: int | None) -> Path:
+    """Replace the cached template whose folder had inode `broken` (a server did not start from
+    it) by a fresh one; if another process has already replaced it, use theirs."""
+    from .server import cache_root, discard, locked
+
+    root = cache_root()
+    final = root / binaries.template_key
+    try:
+        with locked(root / f"{binaries.template_key}.lock"):
+            if inode_of(final) in (broken, None):
+                discard(final)  # renamed aside first: a run starting now finds none, not half of one
+                _build_template(binaries, final)
+    except OSError as exc:
+        raise ServerError(f"cannot rebuild the PostgreSQL template in {root}: {exc}") from exc
+    return final
+
+
 def ensure_template(binaries: PgBinaries) -> Path:
     """The cached initialised data directory for these binaries, made on first use."""
-    from .server import locked, cache_root
+    from .server import cache_root, locked
 
     root = cache_root()
     final = root / binaries.template_key
@@ -261,8 +292,10 @@ def ensure_template(binaries: PgBinaries) -> Path:
 
 
 def _build_template(binaries: PgBinaries, final: Path) -> None:
+    """Under the template's lock: any earlier build dir belongs to a process that died."""
     identity = _as_server_user()
-    shutil.rmtree(final, ignore_errors=True)
+    for stale in final.parent.glob(f"{final.name}.build-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     # initdb runs as the server's user, which may not write in the cache: it works in a temp dir.
     build = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX + "initdb-"))
     try:
@@ -329,6 +362,17 @@ class EmbeddedPostgres:
     def start(self) -> None:
         binaries = find_binaries()
         template = ensure_template(binaries)
+        broken = inode_of(template)
+        try:
+            self._start_from(binaries, template)
+        except StartFailed as exc:
+            # A damaged cache would fail every later run the same way; a fresh template is 1-2 s.
+            import logging
+
+            logging.getLogger(__name__).warning("jobqueue-demo: %s; rebuilding the cached PostgreSQL template once", exc)
+            self._start_from(binaries, rebuild_template(binaries, broken))
+
+    def _start_from(self, binaries: PgBinaries, template: Path) -> None:
         _running.add(self)
         try:
             self._boot(binaries, template)
@@ -343,6 +387,11 @@ class EmbeddedPostgres:
         identity = _as_server_user()
         self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
         self._owner = hold(self.workdir)
+        if identity is not None and not _reachable(self.workdir.parent, identity):
+            raise ServerError(
+                f"as root the embedded PostgreSQL runs as the '{SYSTEM_USER}' user, which cannot enter "
+                f"{self.workdir.parent}: point TMPDIR at a directory it can enter, such as /tmp"
+            )
         shutil.copytree(template, self.workdir / "data", symlinks=True)
         _chown_tree(self.workdir, identity)
         log_path = self.workdir / LOG_NAME
@@ -352,15 +401,7 @@ class EmbeddedPostgres:
                 server_command(binaries, self.workdir), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True, preexec_fn=_preexec(identity),
             )
-        try:
-            self._wait_until_ready(log_path)
-        except StartFailed as exc:
-            if identity is None:
-                raise
-            raise StartFailed(
-                f"{exc} (as root it runs as the '{SYSTEM_USER}' user, which must reach {self.workdir}: "
-                "point TMPDIR at a directory it can enter, such as /tmp)"
-            ) from None
+        self._wait_until_ready(log_path)
 
     def _wait_until_ready(self, log_path: Path) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S

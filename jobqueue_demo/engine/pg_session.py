@@ -9,17 +9,22 @@ here directly, and values stay in the server's text form.
 
 from __future__ import annotations
 
-import os
-import select
-import socket
 import time
 from dataclasses import dataclass
 
 from ..errors import FetchTimeout, ServerError
+from .deadlines import INTERRUPT_GRACE_S, shutdown_socket, wait_readable
 from .pg_errors import CONNECTION_FAILURE, LOST_CONNECTION
 from .result import PgError, Result
+from .server import ANSWER_TIMEOUT_S
 from .session import MAX_ROWS_KEPT, Session
 
+# DISCARD ALL, spelled out (PostgreSQL's manual gives it so): cursors, settings, prepared
+# statements, LISTENs, advisory locks, cached plans, temporary tables, sequence state.
+RESET_SESSION = (
+    "CLOSE ALL; RESET ALL; DEALLOCATE ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); "
+    "DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
+)
 # Types psql right-aligns: int2, int4, int8, oid, float4, float8, numeric, money.
 NUMERIC_OIDS = frozenset({21, 23, 20, 26, 700, 701, 1700, 790})
 
@@ -69,6 +74,33 @@ def _text(value: bytes | None) -> str | None:
     return None if value is None else value.decode("utf-8", "replace")
 
 
+@dataclass(frozen=True)
+class Waitable:
+    """libpq's socket for select(), with the interrupt grace of deadlines.py."""
+
+    pgconn: object
+    interrupt_grace: float = INTERRUPT_GRACE_S
+
+    def fileno(self) -> int:
+        return self.pgconn.socket
+
+
+def results(pgconn, timeout: float):
+    """Each result of the statement sent, as it completes; FetchTimeout when the answer is not
+    complete within `timeout` (or the grace after Ctrl-C). A connection gone raises
+    psycopg.OperationalError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pgconn.consume_input()
+        while not pgconn.is_busy():
+            result = pgconn.get_result()
+            if result is None:
+                return
+            yield result
+        if not wait_readable(Waitable(pgconn), deadline):
+            raise FetchTimeout(f"step timeout: the result was still arriving after {timeout:g} s")
+
+
 def collect(pgconn, started: float, timeout: float = float("inf")) -> Result:
     """Every result of the statement sent, as one Result: the first error, else the last result.
 
@@ -76,27 +108,24 @@ def collect(pgconn, started: float, timeout: float = float("inf")) -> Result:
     """
     import psycopg
 
-    deadline = time.perf_counter() + timeout
     outcome = None
-    while True:
-        try:
-            pgconn.consume_input()
-            while not pgconn.is_busy():
-                result = pgconn.get_result()
-                if result is None:
-                    return outcome or Result(error=_error(pgconn), elapsed_ms=(time.perf_counter() - started) * 1000.0)
-                if outcome is None or outcome.error is None:
-                    outcome = _outcome(pgconn, result, started)
-        except psycopg.OperationalError:  # the connection is gone
-            return Result(error=_error(pgconn), elapsed_ms=(time.perf_counter() - started) * 1000.0)
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            raise FetchTimeout(f"step timeout: the result was still arriving after {timeout:g} s")
-        select.select([pgconn.socket], [], [], min(remaining, 1.0))
+    try:
+        for result in results(pgconn, timeout):
+            if outcome is None or outcome.error is None:
+                outcome = _outcome(pgconn, result, started)
+    except psycopg.OperationalError:  # the connection is gone
+        outcome = None
+    return outcome or Result(error=_error(pgconn), elapsed_ms=(time.perf_counter() - started) * 1000.0)
+
+
+def shut(pgconn) -> None:
+    """Close the connection's socket under libpq, so that no later call on it waits."""
+    shutdown_socket(Waitable(pgconn))
 
 
 def answer(conn, sql: str) -> Result:
-    """One statement's answer on a connection of the tool's own (an invariant), errors included."""
+    """One statement's answer on a connection of the tool's own (an invariant), errors included;
+    a server that does not answer within the connection's `answer_timeout` is a ServerError."""
     import psycopg
 
     pgconn = conn.pgconn
@@ -105,7 +134,12 @@ def answer(conn, sql: str) -> Result:
         pgconn.send_query(sql.encode("utf-8"))
     except psycopg.OperationalError as exc:
         raise ServerError(f"lost the control connection: {_error(pgconn).message}") from exc
-    result = collect(pgconn, started)
+    timeout = getattr(conn, "answer_timeout", ANSWER_TIMEOUT_S)
+    try:
+        result = collect(pgconn, started, timeout)
+    except FetchTimeout:
+        shut(pgconn)
+        raise ServerError(f"the server did not answer within {timeout:g} s") from None
     if result.error and result.error.code in LOST_CONNECTION:
         raise ServerError(f"lost the control connection: {result.error.message}")
     return result
@@ -145,15 +179,13 @@ class PgSession(Session):
 
     def drop_socket(self) -> None:
         """End the connection the way a crashed process does: no Terminate message, no ROLLBACK."""
-        # A duplicate of libpq's socket, shut down: the server sees the TCP or Unix connection end.
-        with socket.socket(fileno=os.dup(self.conn.pgconn.socket)) as dup:
-            dup.shutdown(socket.SHUT_RDWR)
+        shut(self.conn.pgconn)
         self.closed = True
 
 
-def connect_session(name: str, params, database: str, settings_sql: str | None) -> PgSession:
+def connect_session(name: str, params, database: str, settings_sql: str | None, answer_timeout: float) -> PgSession:
     """A session's connection to the scratch database, its settings applied."""
-    conn = params.connect(database=database)
+    conn = params.connect(database=database, answer_timeout=answer_timeout)
     if settings_sql:
         result = answer(conn, settings_sql)
         if result.error:

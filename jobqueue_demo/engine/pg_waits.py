@@ -6,7 +6,7 @@ backends, or for a safe snapshot; the interesting ones are every backend on the 
 database. A role that may not call it (it is PUBLIC by default, but may be revoked) asks
 `pg_blocking_pids(pid)` instead. The blocker is named from pg_blocking_pids, the lock from
 pg_locks: a row lock shows as the tuple lock its waiter holds or awaits (relation, page and
-item) while it waits for the holder's transaction to end.
+item, and the row-lock strength: FOR UPDATE...) while it waits for the holder's transaction to end.
 """
 
 from __future__ import annotations
@@ -15,6 +15,12 @@ from . import pg_control as control
 from .waits import ROW, TABLE, TrxStatus, WaitInfo
 
 PROBE = "pg_isolation_test_session_is_blocked"
+# A row lock's heavyweight tuple lock is taken in the table-lock mode that stands for the
+# row-lock strength (PostgreSQL's lockmode of a LockTupleMode): named here as SQL names it.
+ROW_LOCK_MODE = (
+    "CASE l.mode WHEN 'AccessExclusiveLock' THEN 'FOR UPDATE' WHEN 'ExclusiveLock' THEN 'FOR NO KEY UPDATE' "
+    "WHEN 'RowShareLock' THEN 'FOR SHARE' WHEN 'AccessShareLock' THEN 'FOR KEY SHARE' ELSE l.mode END"
+)
 
 
 def _array(ids) -> str:
@@ -109,7 +115,7 @@ class PgWaitMonitor:
         """The lock awaited, as text. The tuple lock first: a row lock's waiter holds it (or
         awaits it behind an earlier waiter) while it waits on the holder's transactionid."""
         return (
-            "SELECT CASE l.locktype WHEN 'tuple' THEN format('%s tuple (%s,%s) %s', c.relname, l.page, l.tuple, l.mode) "
+            f"SELECT CASE l.locktype WHEN 'tuple' THEN format('%s row (%s,%s) %s', c.relname, l.page, l.tuple, {ROW_LOCK_MODE}) "
             "WHEN 'relation' THEN format('%s %s', c.relname, l.mode) "
             "WHEN 'transactionid' THEN format('transaction %s %s', l.transactionid, l.mode) "
             "ELSE format('%s %s', l.locktype, l.mode) END "

@@ -179,25 +179,22 @@ class PgSeam:
         return PgWaitMonitor(control_conn)
 
     def user_connection(self, scratch, answer_timeout: float):
-        return scratch.session_params.connect(database=scratch.name)
+        return scratch.session_params.connect(database=scratch.name, answer_timeout=answer_timeout)
 
     def session(self, name: str, scratch, settings_sql: str | None, answer_timeout: float):
         from .pg_session import connect_session
 
-        return connect_session(name, scratch.session_params, scratch.name, settings_sql)
+        return connect_session(name, scratch.session_params, scratch.name, settings_sql, answer_timeout)
 
     def reset_session(self, session, scratch, settings_sql: str | None) -> bool:
-        """ROLLBACK and DISCARD ALL (temporary tables, session settings, advisory locks,
-        prepared statements): a fresh session's state without a new connection."""
-        from .pg_session import answer
+        """A fresh session's state without a new connection, in one round trip: ROLLBACK, then
+        what DISCARD ALL does (which cannot share a query with ROLLBACK), then its settings."""
+        from .pg_session import RESET_SESSION, answer
 
         try:
-            for sql in ("ROLLBACK", "DISCARD ALL", settings_sql):
-                if sql and answer(session.conn, sql).error is not None:
-                    return False
+            return answer(session.conn, "; ".join(filter(None, ("ROLLBACK", RESET_SESSION, settings_sql)))).error is None
         except ServerError:
             return False
-        return True
 
     def run_script(self, conn, sql: str) -> str | None:
         from .pg_session import run_script

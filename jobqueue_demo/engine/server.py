@@ -476,22 +476,22 @@ def rebuild_template(binary: ServerBinary, broken: int | None) -> Template:
     final = root / binary.template_key
     try:
         with locked(root / f"{binary.template_key}.lock"):
-            if _inode(final) in (broken, None):
-                _discard(final)
+            if inode_of(final) in (broken, None):
+                discard(final)
                 _build_template(binary, root, final)
     except OSError as exc:
         raise ServerError(f"cannot rebuild the server template in {root}: {exc}") from exc
     return _load_template(final)
 
 
-def _inode(path: Path) -> int | None:
+def inode_of(path: Path) -> int | None:
     try:
         return path.stat().st_ino
     except FileNotFoundError:
         return None
 
 
-def _discard(final: Path) -> None:
+def discard(final: Path) -> None:
     # Renamed first: a process starting now finds no template rather than half of one.
     if final.exists():
         aside = Path(tempfile.mkdtemp(prefix=f"{final.name}.broken-", dir=final.parent))
@@ -580,7 +580,7 @@ def _plugin_dir(binary: ServerBinary) -> str | None:
 
 
 def _load_template(final: Path) -> Template:
-    inode = _inode(final)
+    inode = inode_of(final)
     try:
         meta = json.loads((final / TEMPLATE_META).read_text())
         return Template(

@@ -166,7 +166,7 @@ class Session:
 
     def drop_socket(self) -> None:
         """End the connection the way a crashed process does: no COM_QUIT, no ROLLBACK."""
-        from .bounded import shutdown_socket
+        from .deadlines import shutdown_socket
 
         shutdown_socket(self.conn)
         self.closed = True

@@ -1,0 +1,72 @@
+"""Every wait for a server ends: on a deadline, or soon after Ctrl-C. Engine-neutral: the
+MySQL connections of bounded.py and PostgreSQL's (pg_session.py) wait through `wait_readable`.
+
+A wait is select() on the connection's socket, which a signal interrupts; after Ctrl-C or
+SIGTERM (`note_interrupt`) every answer the clean-up waits for gets a short grace, and the
+first that does not come ends all waiting: the server is taken to be gone.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import time
+
+# After Ctrl-C or SIGTERM each answer the clean-up waits for (a rollback, dropping the
+# scratch database) gets this long; a server that answers needs a few ms. The first answer
+# that does not come ends all waiting: the server is taken to be gone.
+INTERRUPT_GRACE_S = 0.4
+# How often a wait looks at the clock; the select itself wakes on a signal at once.
+SLICE_S = 0.25
+
+_interrupted_at: float | None = None
+_gave_up = False
+
+
+def note_interrupt() -> None:
+    """Called from the CLI's signal handler: from now on, in this process, waits are short.
+
+    Process-wide on purpose: the CLI is about to exit. A library caller that catches
+    KeyboardInterrupt and goes on never calls this.
+    """
+    global _interrupted_at
+    if _interrupted_at is None:
+        _interrupted_at = time.monotonic()
+
+
+def _time_left(started: float, deadline: float, grace: float) -> float:
+    if _interrupted_at is not None:
+        if _gave_up:
+            return 0.0
+        deadline = min(deadline, max(started, _interrupted_at) + grace)
+    return deadline - time.monotonic()
+
+
+def wait_readable(conn, deadline: float) -> bool:
+    """True when `conn` has something to read before `deadline` (or the interrupt grace)."""
+    global _gave_up
+    started = time.monotonic()
+    grace = getattr(conn, "interrupt_grace", INTERRUPT_GRACE_S)
+    while True:
+        left = _time_left(started, deadline, grace)
+        if left <= 0:
+            _gave_up = _interrupted_at is not None
+            return False
+        ready, _, _ = select.select([conn], [], [], min(left, SLICE_S))
+        if ready:
+            return True
+
+
+def shutdown_socket(conn) -> None:
+    import socket  # 1.5 ms of start-up that only a dropped connection needs
+
+    try:
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+    except Exception:  # already closed: nothing to shut
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        sock.close()
