@@ -228,3 +228,23 @@ def test_ctrl_c_on_postgresql_leaves_no_process_behind():
     """Ctrl-C of a PostgreSQL run: exit 130, the workers, the forkserver and the embedded server gone."""
     skip_without_pg_binaries()
     interrupted_run("--engine", "postgresql")
+
+
+def test_the_crew_ends_a_workers_backend_with_pg_terminate_backend(pg_embedded):
+    with Scratch(pg_embedded) as scratch:
+        scratch.prepare(1)
+        conn = pg_embedded.params.connect(database=scratch.name)
+        try:
+            conn.execute("BEGIN")
+            conn.execute("SELECT id FROM jobs WHERE id = 1 FOR UPDATE")
+            pid = conn.info.backend_pid
+            assert scratch.threads_present([pid]) == {pid}
+            scratch.kill_threads([pid])
+            deadline = time.monotonic() + 5
+            while scratch.threads_present([pid]) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert scratch.threads_present([pid]) == set()
+            # The row it held is free again.
+            assert scratch.rows("SELECT id FROM jobs WHERE id = 1 FOR UPDATE NOWAIT") == (("1",),)
+        finally:
+            conn.close()
