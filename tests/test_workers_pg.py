@@ -131,6 +131,8 @@ def test_repeatable_read_refuses_the_broken_claims_second_update(pg_embedded):
     summary = run_workers(WorkersConfig("no-lock", "repeatable-read", workers=4, jobs=40, work_ms=2), pg_embedded)
     assert_every_job_done_once(summary)
     assert summary.serialization_failures > 0
+    # Each refused UPDATE came after the job's effect: one repeated effect per failure.
+    assert summary.external_duplicates == summary.serialization_failures
 
 
 def test_update_limit_waits_and_claims_nothing_under_read_committed(pg_embedded):
