@@ -250,3 +250,21 @@ def test_the_crew_ends_a_workers_backend_with_pg_terminate_backend(pg_embedded):
             assert scratch.rows("SELECT id FROM jobs WHERE id = 1 FOR UPDATE NOWAIT") == (("1",),)
         finally:
             conn.close()
+
+
+def test_live_view_and_summary_say_what_postgresql_does_not_count(pg_embedded):
+    import io
+
+    from rich.console import Console
+
+    from jobqueue_demo.render.live import progress_table, summary_table
+
+    seen = []
+    summary = run_workers(WorkersConfig(workers=3, jobs=30, kill=1, work_ms=5), pg_embedded, seen.append)
+    assert seen and all(p.row_lock_waits is None for p in seen)
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    console.print(progress_table(seen[-1]))
+    console.print(summary_table(summary))
+    text = console.file.getvalue()
+    assert "row lock waits (not counted by this server) -" in text
+    assert "serialization failures" in text and "30 of 30" in text
