@@ -33,6 +33,7 @@ WORKER_COLUMNS = (
     ("timeouts", lambda w: w.lock_timeouts),
     ("nowait", lambda w: w.nowait_failures),
     ("leases lost", lambda w: w.leases_lost),
+    ("serial. fails", lambda w: w.serialization_failures),
 )
 ALWAYS_SHOWN = 4
 
