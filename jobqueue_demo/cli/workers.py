@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import api as core
-from .shared import Dsn, app, options, say
+from .shared import Dsn, app, options, say, server_for
 from ..errors import EXIT_MISMATCH, WorkersStuck
 
 REGISTRY = core.strategies()
@@ -101,7 +101,9 @@ def workers_command(
 
 def _server(dsn: str | None, engine: str | None):
     """The server of --dsn, else the embedded one of this command's --engine, else of the global one."""
-    return core.server(dsn, options.allow_shared_user, engine or options.engine)
+    if engine is not None:
+        options.engine = engine  # the command's --engine stands for the global one
+    return server_for(dsn)
 
 
 def _run_live(config, server, err):
