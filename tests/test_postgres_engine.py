@@ -145,6 +145,16 @@ def test_deadlock_is_broken_after_deadlock_timeout_and_classified(pg):
     survivor = "B" if errors[0].session == "A" else "A"
     assert completed(report, survivor)[-2].result.rows  # its claim went through once the victim rolled back
     assert not any(isinstance(e, ev.Stuck) for e in report.events)
+    # The cycle as the wait monitor saw it before the server broke it, told as InnoDB's is.
+    cycle = errors[0].deadlock
+    victim = errors[0].session
+    assert cycle.lines()[0] == f"deadlock: {victim} -> {survivor} -> {victim}; the server rolled back {victim}"
+    assert {line.split(" waited for ")[1] for line in cycle.lines()[1:]} == {
+        "FOR UPDATE row lock on jobs (0,1), held by A", "FOR UPDATE row lock on jobs (0,2), held by B",
+    }
+    from jobqueue_demo.render.deadlock_svg import cycle_svg
+
+    assert "<svg" in cycle_svg(cycle, {"A": "#000", "B": "#111"})
 
 
 def test_kill_terminates_the_backend_and_its_claim_comes_back(pg):
@@ -311,23 +321,30 @@ def test_cleanup_drops_a_dead_runs_database_and_role_only(pg_local):
     from jobqueue_demo.engine.pg_control import execute, flag, quote
     from jobqueue_demo.engine.scratch import new_name
 
-    dead, alive = new_name(), new_name()
-    admin, holder = pg_local.params.connect(), pg_local.params.connect()
+    dead, locked, elsewhere = new_name(), new_name(), new_name()
+    admin = pg_local.params.connect()
+    # Live runs as a sweep sees them: one holds its advisory lock on this database; the other's
+    # admin connection is on another database (advisory locks are per database), named for it.
+    holder = pg_local.params.connect()
+    other = pg_local.params.connect(database="postgres", application=f"jobqueue-demo {elsewhere}")
     try:
-        for name in (dead, alive):
+        for name in (dead, locked, elsewhere):
             execute(admin, f"CREATE DATABASE {quote(name)}")
             execute(admin, f"CREATE ROLE {quote(name)}")
-        assert flag(holder, f"SELECT pg_try_advisory_lock(hashtext('{alive}'))")  # as a live run holds it
+        assert flag(holder, f"SELECT pg_try_advisory_lock(hashtext('{locked}'))")
         done = cli("cleanup", "--dsn", LOCAL_PG_DSN)
         assert done.returncode == 0, done.stderr
         assert f"removed database {dead}" in done.stdout and f"removed user {dead}" in done.stdout
         left = {r[0] for r in admin.execute("SELECT datname FROM pg_database UNION ALL SELECT rolname FROM pg_roles").fetchall()}
-        assert dead not in left and alive in left
-        assert f"kept database {alive} (its run is alive)" in done.stdout
+        assert dead not in left and {locked, elsewhere} <= left
+        assert f"kept database {locked} (its run is alive)" in done.stdout
+        assert f"kept database {elsewhere} (its run is alive)" in done.stdout
     finally:
         holder.close()
-        execute(admin, f"DROP DATABASE IF EXISTS {quote(alive)}")
-        execute(admin, f"DROP ROLE IF EXISTS {quote(alive)}")
+        other.close()
+        for name in (locked, elsewhere):
+            execute(admin, f"DROP DATABASE IF EXISTS {quote(name)}")
+            execute(admin, f"DROP ROLE IF EXISTS {quote(name)}")
         admin.close()
 
 
@@ -473,3 +490,64 @@ def test_table_lock_queue_names_the_one_ahead(pg):
         "C": ("table lock", ("B",), "jobs RowShareLock"),
     }
     assert completed(report, "C")[-1].result.rows == (("1",),)
+
+
+def test_a_wait_for_a_safe_snapshot_is_seen_as_isolationtester_sees_it(pg):
+    report = run("safe-snapshot", pg)
+    (told,) = waits(report)
+    assert (told.session, told.kind, told.blockers) == ("B", "safe snapshot", ("A",))
+    assert completed(report, "B")[1].waited_ms is not None
+
+
+def test_copy_to_stdout_and_from_stdin_answer_instead_of_hanging(pg_embedded):
+    seam = pg_embedded.seam
+    scratch = seam.scratch(pg_embedded)
+    scratch.open()
+    try:
+        user = seam.user_connection(scratch, 5.0)
+        assert seam.answer(user, "COPY (SELECT 1 UNION ALL SELECT 2) TO STDOUT").affected == 2
+        seam.answer(user, "CREATE TABLE t (x INT)")
+        refused = seam.answer(user, "COPY t FROM STDIN").error
+        assert refused.code == "57014" and "sends no data" in refused.message
+        assert seam.answer(user, "SELECT 3").rows == (("3",),)
+        user.close()
+    finally:
+        scratch.close()
+
+
+def test_a_big_result_is_read_a_row_at_a_time_and_counted(pg_embedded):
+    report = run("big-result", pg_embedded)
+    big, two = (e.result for e in completed(report, "A"))
+    assert (len(big.rows), big.omitted, big.rows[-1]) == (1000, 199000, ("1000",))
+    assert (two.columns, two.rows) == (("two",), (("2",),))
+
+
+def test_matrix_is_refused_in_one_line_on_postgresql():
+    done = cli("--engine", "postgresql", "run", "tests/data/postgresql/skip-locked.yaml", "--matrix", "isolation=read-committed,serializable")
+    assert done.returncode == 2 and "--matrix sets MariaDB and MySQL server variables" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_dsn_role_that_is_no_superuser(pg_local):
+    """CREATEDB and CREATEROLE are enough: the run's role is granted to it, so it may cancel
+    and end the sessions' backends and reset their tables; without CREATEROLE, one line."""
+    from jobqueue_demo.engine.pg_control import execute, quote
+    from jobqueue_demo.engine.scratch import new_name
+
+    name = new_name()
+    admin = pg_local.params.connect()
+    execute(admin, f"CREATE ROLE {quote(name)} LOGIN CREATEDB CREATEROLE")
+    dsn = f"postgresql://{name}@127.0.0.1:5432/test"
+    try:
+        done = cli("run", "tests/data/postgresql/waits.yaml", "--dsn", dsn)
+        assert "ERROR:  canceling statement due to user request" in done.stdout, done.stderr
+        explored = cli("explore", "tests/data/postgresql/skip-locked-explore.yaml", "--dsn", dsn)
+        assert explored.returncode == 0 and "invariants hold in all 330" in explored.stdout, explored.stderr
+        execute(admin, f"ALTER ROLE {quote(name)} NOCREATEROLE")
+        refused = cli("run", "tests/data/postgresql/skip-locked.yaml", "--dsn", dsn)
+        assert refused.returncode == 3 and "may not create the per-run role" in refused.stderr
+        shared = cli("--allow-shared-user", "run", "tests/data/postgresql/skip-locked.yaml", "--dsn", dsn)
+        assert shared.returncode == 0, shared.stderr
+    finally:
+        execute(admin, f"DROP ROLE {quote(name)}")
+        admin.close()

@@ -54,7 +54,7 @@ class Lock:
         if self.record:
             before = self.kind in (GAP, INSERT_INTENTION) or self.record == "supremum"
             at = f" {'before ' if before else ''}{self.record if self.record == 'supremum' else f'({self.record})'}"
-        return f"{self.mode} {self.kind} lock on {self.table} {self.index}{at}"
+        return f"{self.mode} {self.kind} lock on {' '.join(filter(None, (self.table, self.index)))}{at}"
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,12 @@
 
 As scratch.py for MySQL, and safe on a shared cluster the same way:
 
-- Ownership: the admin connection (to the DSN's database) holds the session advisory lock
-  `hashtext('<name>')` for the whole run, taken before anything is created; a `jqd_` database
-  or role whose lock is free belongs to a run that is gone (sweep_leftovers).
+- Ownership: the admin connection (to the DSN's database), made before anything is created
+  and kept for the whole run, is named `jobqueue-demo <name>` (application_name) and holds the
+  session advisory lock `hashtext('<name>')`. Advisory locks are per database, and another
+  run may name another database in its DSN; pg_stat_activity is the cluster's. A `jqd_`
+  database or role whose run has no such connection, no session of its role and a free lock
+  belongs to a run that is gone (sweep_leftovers).
 - Confinement: scenario SQL runs as a role `<name>` that may log in and use the scratch
   database's public schema, nothing else; it is made when the DSN's role may create roles.
 - PostgreSQL has no USE: the control connection (`conn`) is a second connection, as the
@@ -24,6 +27,7 @@ from ..errors import ServerError
 from . import pg_control as control
 from .pg_control import literal, quote
 from .pg_errors import LOST_CONNECTION
+from .pg_server import APPLICATION
 from .pg_session import shut
 from .scratch import RUN_NAME, SHARED_USER_OPTION, new_name
 from .server import ANSWER_TIMEOUT_S
@@ -48,7 +52,7 @@ class PgScratchDatabase:
         self._databases: list[str] = []
 
     def open(self) -> None:
-        self.admin = self.server.params.connect(answer_timeout=self.answer_timeout)
+        self.admin = self.server.params.connect(answer_timeout=self.answer_timeout, application=f"{APPLICATION} {self.name}")
         try:
             if not control.flag(self.admin, f"SELECT pg_try_advisory_lock(hashtext({literal(self.name)}))"):
                 raise ServerError(f"cannot take the advisory lock {self.name} on {self.server.where}")
@@ -168,7 +172,7 @@ def sweep_leftovers(conn, dry_run: bool = False) -> list[tuple[str, str, bool]]:
     found = []
     for run, items in sorted(runs.items()):
         key = f"hashtext({literal(run)})"
-        if not control.flag(conn, f"SELECT pg_try_advisory_lock({key})"):
+        if _alive(conn, run) or not control.flag(conn, f"SELECT pg_try_advisory_lock({key})"):
             found += [(kind, name, False) for kind, name in sorted(items)]
             continue
         try:
@@ -181,3 +185,13 @@ def sweep_leftovers(conn, dry_run: bool = False) -> list[tuple[str, str, bool]]:
         finally:
             control.execute(conn, f"SELECT pg_advisory_unlock({key})")
     return found
+
+
+def _alive(conn, run: str) -> bool:
+    """Whether a backend anywhere in the cluster belongs to the run: its admin connection, or
+    a session of its role."""
+    sql = (
+        f"SELECT 1 FROM pg_stat_activity WHERE application_name = {literal(f'{APPLICATION} {run}')} "
+        f"OR usename = {literal(run)} LIMIT 1"
+    )
+    return bool(control.rows(conn, sql))

@@ -38,12 +38,20 @@ DSN_FORM = "postgresql://user:password@host:port/database"
 DEFAULT_PORT = 5432
 CONNECT_TIMEOUT_S = 5
 SUPERUSER = "postgres"
+APPLICATION = "jobqueue-demo"  # application_name; a run's admin connection adds its name (pg_scratch.py)
 SYSTEM_USER = "postgres"  # who runs the server when we are root
 BIN_GLOB = "/usr/lib/postgresql/*/bin"
 TEMPLATE_PREFIX = "postgresql-"
 WORKDIR_PREFIX = "jobqueue-demo-pg-"
 LOG_NAME = "postgres.log"
 DEADLOCK_TIMEOUT = "100ms"
+INITDB_OPTIONS = (
+    "-U", SUPERUSER, "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8",
+    # 1 MB WAL segments, not 16: the WAL directory is copied on every start.
+    "--wal-segsize=1",
+    # The template is copied, never run: its own durability does not matter.
+    "--no-sync",
+)
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 POLL_INTERVAL_S = 0.005
@@ -70,7 +78,7 @@ class PgParams:
             text += f"?host={self.socket_dir}"
         return text
 
-    def conninfo(self, database: str | None | EllipsisType = ...) -> dict[str, str | int]:
+    def conninfo(self, database: str | None | EllipsisType = ..., application: str = APPLICATION) -> dict[str, str | int]:
         """libpq's keywords; `database` overrides the DSN's (None: the server's default)."""
         target = self if database is ... else replace(self, database=database)
         options: dict[str, str | int] = {
@@ -78,7 +86,7 @@ class PgParams:
             "port": target.port,
             "user": target.user,
             "connect_timeout": CONNECT_TIMEOUT_S,
-            "application_name": "jobqueue-demo",
+            "application_name": application,
         }
         if target.password:
             options["password"] = target.password
@@ -86,13 +94,16 @@ class PgParams:
             options["dbname"] = target.database
         return options
 
-    def connect(self, database: str | None | EllipsisType = ..., answer_timeout: float = ANSWER_TIMEOUT_S, **_mysql_only):
+    def connect(
+        self, database: str | None | EllipsisType = ..., answer_timeout: float = ANSWER_TIMEOUT_S,
+        application: str = APPLICATION, **_mysql_only,
+    ):
         """An open psycopg connection, autocommit on (every BEGIN is explicit). The tool's own
         statements on it wait at most `answer_timeout` seconds for the server (pg_control.py)."""
         import psycopg
 
         try:
-            conn = psycopg.connect(autocommit=True, **self.conninfo(database))
+            conn = psycopg.connect(autocommit=True, **self.conninfo(database, application))
             conn.answer_timeout = answer_timeout
             return conn
         except psycopg.Error as exc:
@@ -178,7 +189,8 @@ class PgBinaries:
     def template_key(self) -> str:
         import hashlib
 
-        digest = hashlib.sha256(self.version_text.encode()).hexdigest()[:12]
+        # initdb's options too: a template made with other options is another template.
+        digest = hashlib.sha256(" ".join((self.version_text, *INITDB_OPTIONS)).encode()).hexdigest()[:12]
         return f"{TEMPLATE_PREFIX}{self.version}-{digest}"
 
 
@@ -301,12 +313,7 @@ def _build_template(binaries: PgBinaries, final: Path) -> None:
     try:
         _chown_tree(build, identity)
         datadir = build / "data"
-        command = [
-            str(binaries.bindir / "initdb"), "-D", str(datadir), "-U", SUPERUSER, "--auth=trust",
-            "--encoding=UTF8", "--locale=C.UTF-8",
-            # The template is copied, never run: its own durability does not matter.
-            "--no-sync",
-        ]
+        command = [str(binaries.bindir / "initdb"), "-D", str(datadir), *INITDB_OPTIONS]
         _run_as(command, "initdb", INITDB_TIMEOUT_S, identity)
         staging = Path(tempfile.mkdtemp(prefix=final.name + ".build-", dir=final.parent))
         shutil.copytree(datadir, staging / "data", symlinks=True)

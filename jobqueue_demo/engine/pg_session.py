@@ -49,25 +49,55 @@ def _error(pgconn, result=None) -> PgError:
     return PgError(0, CONNECTION_FAILURE, message.strip(), severity)
 
 
-def _outcome(pgconn, result, started: float) -> Result:
-    from psycopg.pq import ExecStatus
+class _Outcome:
+    """One statement's Result, built from its libpq results as they come: the first error, else
+    the last result. In single-row mode a result set comes a row at a time (SINGLE_TUPLE), then
+    ends with an empty TUPLES_OK: MAX_ROWS_KEPT rows are kept, the rest counted."""
 
-    elapsed = (time.perf_counter() - started) * 1000.0
-    status = result.status
-    if status == ExecStatus.TUPLES_OK:
-        kept = min(result.ntuples, MAX_ROWS_KEPT)
+    def __init__(self, pgconn, started: float):
+        self.pgconn = pgconn
+        self.started = started
+        self.rows: list[tuple[str | None, ...]] = []
+        self.omitted = 0
+        self.result: Result | None = None
+
+    def add(self, result) -> None:
+        from psycopg.pq import ExecStatus
+
+        if self.result is not None and self.result.error is not None:
+            return
+        status = result.status
+        if status in (ExecStatus.SINGLE_TUPLE, ExecStatus.TUPLES_OK):
+            self._keep(result)
+            if status == ExecStatus.TUPLES_OK:
+                self.result = self._rows(result)
+        elif status in (ExecStatus.COMMAND_OK, ExecStatus.EMPTY_QUERY):
+            # PostgreSQL counts the rows an UPDATE matched, changed or not: affected and matched are one.
+            count = int(result.command_tuples) if result.command_tuples else None
+            self.result = Result(affected=count if count is not None else 0, elapsed_ms=self.elapsed_ms(), matched=count)
+        else:
+            self.result = Result(error=_error(self.pgconn, result), elapsed_ms=self.elapsed_ms())
+
+    def _keep(self, result) -> None:
+        for r in range(result.ntuples):
+            if len(self.rows) < MAX_ROWS_KEPT:
+                self.rows.append(tuple(_text(result.get_value(r, c)) for c in range(result.nfields)))
+            else:
+                self.omitted += 1
+
+    def _rows(self, result) -> Result:
+        rows, omitted = tuple(self.rows), self.omitted
+        self.rows, self.omitted = [], 0  # the next statement of the query starts afresh
         return Result(
             columns=tuple(result.fname(c).decode() for c in range(result.nfields)),
             numeric=tuple(result.ftype(c) in NUMERIC_OIDS for c in range(result.nfields)),
-            rows=tuple(tuple(_text(result.get_value(r, c)) for c in range(result.nfields)) for r in range(kept)),
-            omitted=result.ntuples - kept,
-            elapsed_ms=elapsed,
+            rows=rows,
+            omitted=omitted,
+            elapsed_ms=self.elapsed_ms(),
         )
-    if status in (ExecStatus.COMMAND_OK, ExecStatus.EMPTY_QUERY):
-        # PostgreSQL counts the rows an UPDATE matched, changed or not: affected and matched are one.
-        count = int(result.command_tuples) if result.command_tuples else None
-        return Result(affected=count if count is not None else 0, elapsed_ms=elapsed, matched=count)
-    return Result(error=_error(pgconn, result), elapsed_ms=elapsed)
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000.0
 
 
 def _text(value: bytes | None) -> str | None:
@@ -96,9 +126,35 @@ def results(pgconn, timeout: float):
             result = pgconn.get_result()
             if result is None:
                 return
-            yield result
-        if not wait_readable(Waitable(pgconn), deadline):
-            raise FetchTimeout(f"step timeout: the result was still arriving after {timeout:g} s")
+            if not _copy_ended(pgconn, result, deadline, timeout):
+                yield result
+        _wait(pgconn, deadline, timeout)
+
+
+def _wait(pgconn, deadline: float, timeout: float) -> None:
+    if not wait_readable(Waitable(pgconn), deadline):
+        raise FetchTimeout(f"step timeout: the result was still arriving after {timeout:g} s")
+
+
+def _copy_ended(pgconn, result, deadline: float, timeout: float) -> bool:
+    """Whether `result` opened a COPY, now ended: libpq would wait for ever for the data of a
+    COPY FROM STDIN, and a COPY TO STDOUT's rows are not a result set. The COPY's own result
+    (its row count, or the error refusing the data) follows."""
+    from psycopg.pq import ExecStatus
+
+    if result.status == ExecStatus.COPY_IN:
+        pgconn.put_copy_end(b"jobqueue-demo sends no data to COPY FROM STDIN")
+        pgconn.flush()
+        return True
+    if result.status != ExecStatus.COPY_OUT:
+        return False
+    while True:  # the rows are read and dropped
+        size, _ = pgconn.get_copy_data(1)
+        if size < 0:
+            return True
+        if size == 0:
+            _wait(pgconn, deadline, timeout)
+            pgconn.consume_input()
 
 
 def collect(pgconn, started: float, timeout: float = float("inf")) -> Result:
@@ -108,14 +164,13 @@ def collect(pgconn, started: float, timeout: float = float("inf")) -> Result:
     """
     import psycopg
 
-    outcome = None
+    outcome = _Outcome(pgconn, started)
     try:
         for result in results(pgconn, timeout):
-            if outcome is None or outcome.error is None:
-                outcome = _outcome(pgconn, result, started)
+            outcome.add(result)
     except psycopg.OperationalError:  # the connection is gone
-        outcome = None
-    return outcome or Result(error=_error(pgconn), elapsed_ms=(time.perf_counter() - started) * 1000.0)
+        outcome.result = None
+    return outcome.result or Result(error=_error(pgconn), elapsed_ms=outcome.elapsed_ms())
 
 
 def shut(pgconn) -> None:
@@ -168,6 +223,8 @@ class PgSession(Session):
             return Result(error=PgError(0, CONNECTION_FAILURE, "no connection to the server", "FATAL"))
         try:
             pgconn.send_query(sql.encode("utf-8"))
+            # A row at a time, so that a result of any size takes bounded memory (collect()).
+            pgconn.set_single_row_mode()
         except psycopg.OperationalError:  # the connection is gone
             self.closed = True
             return Result(error=_error(pgconn))

@@ -11,6 +11,8 @@ item, and the row-lock strength: FOR UPDATE...) while it waits for the holder's 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from . import pg_control as control
 from .waits import ROW, TABLE, TrxStatus, WaitInfo
 
@@ -23,8 +25,24 @@ ROW_LOCK_MODE = (
 )
 
 
+# What a wait event says is waited for; the rest (transactionid, tuple) are row locks.
+_KINDS = {"relation": TABLE, "SafeSnapshot": "safe snapshot"}
+
+
 def _array(ids) -> str:
     return "'{" + ",".join(str(int(i)) for i in ids) + "}'::int[]"
+
+
+@dataclass(frozen=True)
+class CycleWait:
+    """One backend's wait in a cycle of waits, as seen before the server broke it."""
+
+    blocked_by: int  # a backend of the cycle it waits for
+    relation: str
+    locktype: str  # tuple, transactionid, relation...
+    mode: str  # FOR UPDATE... for a row, the lock mode otherwise
+    row: str  # "page,item" of a tuple lock
+    statement: str
 
 
 class PgWaitMonitor:
@@ -41,6 +59,7 @@ class PgWaitMonitor:
     def __init__(self, control_conn):
         self.control = control_conn
         self._seen: dict[int, WaitInfo] = {}  # the waits of the last blocked() call
+        self.cycle: dict[int, CycleWait] | None = None  # the last cycle in_cycle() saw
         self._probe = control.flag(control_conn, f"SELECT has_function_privilege('{PROBE}(integer, integer[])', 'EXECUTE')")
         # A new backend (a new database, too) reads the catalog entries a query needs on its
         # first use, about 2 ms for these: paid here, not while a step's wait is being timed.
@@ -56,19 +75,21 @@ class PgWaitMonitor:
         if not thread_ids:
             return {}
         # The wait event filters first: the probe (or pg_blocking_pids, which reads the whole
-        # lock table) runs only for a backend that sleeps on a lock at all.
+        # lock table) runs only for a backend that sleeps on a lock, or on a safe snapshot
+        # (SERIALIZABLE READ ONLY DEFERRABLE), at all.
         if self._probe:
             test = f"{PROBE}(a.pid, ARRAY(SELECT pid FROM pg_stat_activity WHERE datname = current_database()))"
         else:
             test = "cardinality(pg_blocking_pids(a.pid)) > 0"
-        # Who blocks it and on which lock come with each sighting: the wait is confirmed on the
-        # next poll, and describe() then tells it without another round trip.
+        # Who blocks it and on which lock come with each sighting, so that describe() tells the
+        # wait without another round trip.
         found = self.rows(
-            "SELECT a.pid, a.wait_event, pg_blocking_pids(a.pid), "
+            "SELECT a.pid, a.wait_event, pg_blocking_pids(a.pid) || pg_safe_snapshot_blocking_pids(a.pid), "
             f"({self._lock_sql('a.pid')}) FROM pg_stat_activity a "
-            f"WHERE a.pid = ANY({_array(thread_ids)}) AND a.wait_event_type = 'Lock' AND {test}"
+            f"WHERE a.pid = ANY({_array(thread_ids)}) "
+            f"AND (a.wait_event_type = 'Lock' OR a.wait_event = 'SafeSnapshot') AND {test}"
         )
-        kinds = {int(pid): TABLE if event == "relation" else ROW for pid, event, _, _ in found}
+        kinds = {int(pid): _KINDS.get(event, ROW) for pid, event, _, _ in found}
         self._seen = {int(pid): WaitInfo(kinds[int(pid)], tuple(sorted(_pids(blockers))), lock or "") for pid, _, blockers, lock in found}
         return kinds
 
@@ -83,7 +104,24 @@ class PgWaitMonitor:
         edges = {int(p): _pids(blockers) for p, blockers in found}
         if not all(edges.values()):
             return True
-        return any(_reaches(edges, start, start, set()) for start in edges)
+        cycle = [start for start in edges if _reaches(edges, start, start, set())]
+        self.cycle = self._parties(cycle, edges) if cycle else None
+        return bool(cycle)
+
+    def _parties(self, pids: list[int], edges: dict[int, set[int]]) -> dict[int, CycleWait]:
+        """What each backend of a cycle waits for, kept for read_deadlock (pg_deadlock.py):
+        once PostgreSQL breaks the cycle, only its server log tells it."""
+        found = self.rows(
+            "SELECT DISTINCT ON (l.pid) l.pid, c.relname, l.locktype, "
+            f"CASE l.locktype WHEN 'tuple' THEN {ROW_LOCK_MODE} ELSE l.mode END, l.page, l.tuple, a.query "
+            "FROM pg_locks l LEFT JOIN pg_class c ON c.oid = l.relation JOIN pg_stat_activity a ON a.pid = l.pid "
+            f"WHERE l.pid = ANY({_array(pids)}) AND (NOT l.granted OR l.locktype = 'tuple') "
+            "ORDER BY l.pid, l.locktype <> 'tuple', l.granted"
+        )
+        return {
+            int(pid): CycleWait(min(edges[int(pid)] & set(pids)), relation or "", locktype, mode, f"{page},{item}" if locktype == "tuple" else "", query or "")
+            for pid, relation, locktype, mode, page, item, query in found
+        }
 
     def alive(self, thread_id: int) -> bool:
         """Whether the server still has this backend."""

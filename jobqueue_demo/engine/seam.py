@@ -13,6 +13,8 @@ from ..errors import ServerError
 
 class MySqlSeam:
     name = "mysql"
+    # --matrix (run/matrix.py) sets server variables by their MariaDB/MySQL names and scopes.
+    matrix = True
 
     @property
     def errors(self):
@@ -135,6 +137,7 @@ class MySqlSeam:
 
 class PgSeam:
     name = "postgresql"
+    matrix = False
 
     @property
     def errors(self):
@@ -220,8 +223,9 @@ class PgSeam:
         return lock_table(monitor, sessions)
 
     def read_deadlock(self, monitor, database: str, names: dict[int, str], victim: int):
-        # PostgreSQL logs the cycle it broke to the server log only; nothing to read it from.
-        return None
+        from .pg_deadlock import read_deadlock
+
+        return read_deadlock(monitor, names, victim)
 
     def survey(self, scratch):
         from .pg_snapshot import survey

@@ -87,6 +87,8 @@ def _literal(value: str | None) -> str:
 
 def classify(server, axes: list[Axis]) -> list[Axis]:
     """Each axis with the scope it can be set in, every value tried once; UsageError if none."""
+    if not server.seam.matrix:
+        raise UsageError(f"--matrix sets MariaDB and MySQL server variables; it does not run on {server.flavor} yet")
     out = []
     with closing(server.params.connect(database=None)) as conn:
         for axis in axes:
