@@ -8,7 +8,6 @@ command modules at its top.
 from __future__ import annotations
 
 import math
-import os
 import sys
 from dataclasses import dataclass
 from typing import Annotated, Optional
@@ -67,6 +66,8 @@ StepTimeout = Annotated[
 
 @dataclass
 class GlobalOptions:
+    """The options given before the command, read by main() and by server_for()."""
+
     debug: bool = False
     allow_shared_user: bool = False
     engine: str | None = None  # None: $JOBQUEUE_DEMO_DSN's engine, else mysql
@@ -107,15 +108,13 @@ def _options(
     options.engine = engine
 
 
-def server_for(dsn: str | None):
-    """The server for a command, as the global options say."""
-    from .. import api as core
+def server_for(dsn: str | None, scenarios: tuple = ()):
+    """The server for a command, as the global options say; a scenario not written for its
+    engine is refused before the server starts."""
+    from .. import api
 
-    return core.server(dsn, options.allow_shared_user, options.engine)
-
-
-def color() -> bool:
-    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    api.check_engine(scenarios, dsn, options.engine)
+    return api.server(dsn, options.allow_shared_user, options.engine)
 
 
 def say(text: str) -> None:

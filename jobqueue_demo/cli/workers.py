@@ -8,11 +8,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import api as core
+from .. import api
 from .shared import Dsn, app, options, say, server_for
 from ..errors import EXIT_MISMATCH, WorkersStuck
 
-REGISTRY = core.strategies()
+REGISTRY = api.strategies()
 
 STRATEGY_HELP = (
     "Claim strategy: "
@@ -40,10 +40,9 @@ NO_PLOT = "matplotlib is not installed (pip install 'jobqueue-demo[plot]'): the 
 
 
 def _consoles():
-    from rich.console import Console
+    from ..render.color import console
 
-    # Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org).
-    return Console(), Console(stderr=True)
+    return console(), console(stderr=True)
 
 
 @app.command("workers")
@@ -79,7 +78,7 @@ def workers_command(
       jobqueue-demo workers -w 8 --jobs 600 --work-ms 5 --kill 3 --strategy lease-heartbeat
       jobqueue-demo workers --engine postgresql -w 4 --kill 1 --strategy update-limit
     """
-    config = core.workers_config(
+    config = api.workers_config(
         strategy=strategy, isolation=isolation, workers=workers, jobs=jobs, batch=batch, work_ms=work_ms, kill=kill,
         idempotency_key=idempotency_key, state_order=state_order, lease_ms=lease_ms,
     )
@@ -90,7 +89,7 @@ def workers_command(
             f"on {server.label} ({server.where})"
         )
         try:
-            summary = _run_live(config, server, err) if err.is_terminal and not as_json else core.run_workers(config, server)
+            summary = _run_live(config, server, err) if err.is_terminal and not as_json else api.run_workers(config, server)
         except WorkersStuck as stuck:
             _report_stuck(stuck, as_json)
             raise
@@ -110,7 +109,7 @@ def _run_live(config, server, err):
     from ..render.live import live_progress
 
     with live_progress(err) as show:
-        return core.run_workers(config, server, show)
+        return api.run_workers(config, server, show)
 
 
 def _report_stuck(stuck, as_json: bool) -> None:
@@ -173,12 +172,12 @@ def bench_command(
       jobqueue-demo bench --jobs 300 --workers 2,4 --strategies skip-locked,lease --kill 1 --json
       jobqueue-demo bench --engine postgresql --plot workers-bench-pg.png
     """
-    config = core.sweep_config(strategies, workers, isolations, jobs, full, batch, work_ms, repeat, kill)
+    config = api.sweep_config(strategies, workers, isolations, jobs, full, batch, work_ms, repeat, kill)
     _, err = _consoles()
     with _server(dsn, engine) as server:
         say(f"-- bench on {server.label} ({server.where}): {config.runs} runs")
         result = _sweep_with_progress(config, server, err, as_json)
-    plotted = bool(plot) and core.write_plot(result, plot)
+    plotted = bool(plot) and api.write_plot(result, plot)
     if as_json:
         print(json.dumps({**result.as_dict(), "plot": plot if plotted else None}))
         return
@@ -199,8 +198,8 @@ def _sweep_with_progress(config, server, err, as_json: bool):
         from ..render.live import bench_progress
 
         with bench_progress(err, config.runs) as step:
-            return core.sweep(config, server, on_step=step)
-    return core.sweep(config, server, None if as_json else _row_printer(), None if as_json else _step_printer(config.runs))
+            return api.sweep(config, server, on_step=step)
+    return api.sweep(config, server, None if as_json else _row_printer(), None if as_json else _step_printer(config.runs))
 
 
 def _step_printer(total: int):

@@ -24,15 +24,15 @@ def read_deadlock(monitor, sessions: Mapping[int, str], victim: int) -> Deadlock
         return None
     numbers = {pid: n for n, pid in enumerate(sorted(waits), 1)}
     parties = tuple(
-        Party(numbers[pid], pid, wait.statement, _lock(wait), None, numbers.get(wait.blocked_by))
-        for pid, wait in sorted(waits.items())
+        Party(numbers[pid], pid, seen.statement, _lock(seen), None, numbers.get(blocked_by))
+        for pid, (seen, blocked_by) in sorted(waits.items())
     )
     return DeadlockCycle(parties, numbers[victim]).named(sessions)
 
 
-def _lock(wait) -> Lock:
-    if wait.locktype == "relation":
-        return Lock(wait.relation, "", wait.mode, TABLE)
-    if wait.locktype == "tuple":
-        return Lock(wait.relation, "", wait.mode, ROW, wait.row)
-    return Lock(wait.relation, "", wait.mode, wait.locktype)
+def _lock(seen) -> Lock:
+    if seen.locktype == "relation":
+        return Lock(seen.relation, "", seen.mode, TABLE)
+    if seen.locktype == "tuple":
+        return Lock(seen.relation, "", seen.mode, ROW, seen.row)
+    return Lock(seen.relation, "", seen.mode, seen.locktype)

@@ -34,15 +34,30 @@ def _array(ids) -> str:
 
 
 @dataclass(frozen=True)
-class CycleWait:
-    """One backend's wait in a cycle of waits, as seen before the server broke it."""
+class Sighting:
+    """One backend's wait as pg_stat_activity and pg_locks showed it."""
 
-    blocked_by: int  # a backend of the cycle it waits for
+    kind: str  # ROW, TABLE or "safe snapshot"
+    blockers: frozenset[int]  # pg_blocking_pids (and pg_safe_snapshot_blocking_pids)
     relation: str
     locktype: str  # tuple, transactionid, relation...
     mode: str  # FOR UPDATE... for a row, the lock mode otherwise
     row: str  # "page,item" of a tuple lock
+    xid: str
     statement: str
+
+    def lock(self) -> str:
+        """E.g. "jobs row (0,1) FOR UPDATE", "jobs AccessExclusiveLock"."""
+        if self.locktype == "tuple":
+            return f"{self.relation} row ({self.row}) {self.mode}"
+        if self.locktype == "relation":
+            return f"{self.relation} {self.mode}"
+        if self.locktype == "transactionid":
+            return f"transaction {self.xid} {self.mode}"
+        return f"{self.locktype} {self.mode}" if self.locktype else ""
+
+    def info(self) -> WaitInfo:
+        return WaitInfo(self.kind, tuple(sorted(self.blockers)), self.lock())
 
 
 class PgWaitMonitor:
@@ -58,8 +73,10 @@ class PgWaitMonitor:
 
     def __init__(self, control_conn):
         self.control = control_conn
-        self._seen: dict[int, WaitInfo] = {}  # the waits of the last blocked() call
-        self.cycle: dict[int, CycleWait] | None = None  # the last cycle in_cycle() saw
+        self._seen: dict[int, Sighting] = {}  # the waits of the last blocked() call
+        # The last cycle of waits seen, each backend's wait and the one of the cycle it waits
+        # for: once PostgreSQL breaks a cycle only its server log tells it (pg_deadlock.py).
+        self.cycle: dict[int, tuple[Sighting, int]] | None = None
         self._probe = control.flag(control_conn, f"SELECT has_function_privilege('{PROBE}(integer, integer[])', 'EXECUTE')")
         # A new backend (a new database, too) reads the catalog entries a query needs on its
         # first use, about 2 ms for these: paid here, not while a step's wait is being timed.
@@ -70,28 +87,42 @@ class PgWaitMonitor:
     def rows(self, sql: str) -> tuple:
         return control.rows(self.control, sql)
 
+    def _sightings(self, where: str) -> dict[int, Sighting]:
+        """The waits of the backends `where` selects (on pg_stat_activity a), with the lock each
+        waits for: the tuple lock first, which a row lock's waiter holds (or awaits behind an
+        earlier waiter) while it waits on the holder's transactionid."""
+        found = self.rows(
+            "SELECT a.pid, a.wait_event, pg_blocking_pids(a.pid) || pg_safe_snapshot_blocking_pids(a.pid), "
+            "lk.relname, lk.locktype, lk.mode, lk.page, lk.tuple, lk.transactionid, a.query "
+            "FROM pg_stat_activity a LEFT JOIN LATERAL ("
+            f"SELECT c.relname, l.locktype, CASE l.locktype WHEN 'tuple' THEN {ROW_LOCK_MODE} ELSE l.mode END AS mode, "
+            "l.page, l.tuple, l.transactionid FROM pg_locks l LEFT JOIN pg_class c ON c.oid = l.relation "
+            "WHERE l.pid = a.pid AND (NOT l.granted OR l.locktype = 'tuple') "
+            "ORDER BY l.locktype <> 'tuple', l.granted LIMIT 1) lk ON true "
+            f"WHERE {where}"
+        )
+        return {
+            int(pid): Sighting(_KINDS.get(event, ROW), frozenset(_pids(blockers)), relation or "", locktype or "",
+                               mode or "", f"{page},{item}", xid or "", query or "")
+            for pid, event, blockers, relation, locktype, mode, page, item, xid, query in found
+        }
+
     def blocked(self, thread_ids: list[int]) -> dict[int, str]:
         """Backend pid -> kind of lock it waits for, for those that wait on a lock now."""
         if not thread_ids:
             return {}
         # The wait event filters first: the probe (or pg_blocking_pids, which reads the whole
         # lock table) runs only for a backend that sleeps on a lock, or on a safe snapshot
-        # (SERIALIZABLE READ ONLY DEFERRABLE), at all.
+        # (SERIALIZABLE READ ONLY DEFERRABLE), at all. Who blocks it and on which lock come
+        # with each sighting, so that describe() tells the wait without another round trip.
         if self._probe:
             test = f"{PROBE}(a.pid, ARRAY(SELECT pid FROM pg_stat_activity WHERE datname = current_database()))"
         else:
             test = "cardinality(pg_blocking_pids(a.pid)) > 0"
-        # Who blocks it and on which lock come with each sighting, so that describe() tells the
-        # wait without another round trip.
-        found = self.rows(
-            "SELECT a.pid, a.wait_event, pg_blocking_pids(a.pid) || pg_safe_snapshot_blocking_pids(a.pid), "
-            f"({self._lock_sql('a.pid')}) FROM pg_stat_activity a "
-            f"WHERE a.pid = ANY({_array(thread_ids)}) "
-            f"AND (a.wait_event_type = 'Lock' OR a.wait_event = 'SafeSnapshot') AND {test}"
+        self._seen = self._sightings(
+            f"a.pid = ANY({_array(thread_ids)}) AND (a.wait_event_type = 'Lock' OR a.wait_event = 'SafeSnapshot') AND {test}"
         )
-        kinds = {int(pid): _KINDS.get(event, ROW) for pid, event, _, _ in found}
-        self._seen = {int(pid): WaitInfo(kinds[int(pid)], tuple(sorted(_pids(blockers))), lock or "") for pid, _, blockers, lock in found}
-        return kinds
+        return {pid: seen.kind for pid, seen in self._seen.items()}
 
     def in_cycle(self, thread_ids: list[int]) -> bool:
         """Whether some of these backends wait for each other in a cycle: PostgreSQL looks for
@@ -102,26 +133,14 @@ class PgWaitMonitor:
             f"SELECT p, pg_blocking_pids(p) || pg_safe_snapshot_blocking_pids(p) FROM unnest({_array(thread_ids)}) p"
         )
         edges = {int(p): _pids(blockers) for p, blockers in found}
-        if not all(edges.values()):
-            return True
-        cycle = [start for start in edges if _reaches(edges, start, start, set())]
-        self.cycle = self._parties(cycle, edges) if cycle else None
-        return bool(cycle)
-
-    def _parties(self, pids: list[int], edges: dict[int, set[int]]) -> dict[int, CycleWait]:
-        """What each backend of a cycle waits for, kept for read_deadlock (pg_deadlock.py):
-        once PostgreSQL breaks the cycle, only its server log tells it."""
-        found = self.rows(
-            "SELECT DISTINCT ON (l.pid) l.pid, c.relname, l.locktype, "
-            f"CASE l.locktype WHEN 'tuple' THEN {ROW_LOCK_MODE} ELSE l.mode END, l.page, l.tuple, a.query "
-            "FROM pg_locks l LEFT JOIN pg_class c ON c.oid = l.relation JOIN pg_stat_activity a ON a.pid = l.pid "
-            f"WHERE l.pid = ANY({_array(pids)}) AND (NOT l.granted OR l.locktype = 'tuple') "
-            "ORDER BY l.pid, l.locktype <> 'tuple', l.granted"
-        )
-        return {
-            int(pid): CycleWait(min(edges[int(pid)] & set(pids)), relation or "", locktype, mode, f"{page},{item}" if locktype == "tuple" else "", query or "")
-            for pid, relation, locktype, mode, page, item, query in found
-        }
+        broken = not all(edges.values())
+        # Broken since the last sighting: the cycle is the one the sighting showed.
+        cycle = _cycle({pid: set(seen.blockers) for pid, seen in self._seen.items()} if broken else edges)
+        if cycle:
+            self.cycle = {pid: (self._seen[pid], blocked_by) for pid, blocked_by in cycle.items() if pid in self._seen}
+        elif not broken:
+            self.cycle = None
+        return broken or bool(cycle)
 
     def alive(self, thread_id: int) -> bool:
         """Whether the server still has this backend."""
@@ -139,28 +158,13 @@ class PgWaitMonitor:
         """Who holds what the backend waits for (pg_blocking_pids), and which lock (pg_locks)."""
         pid = int(thread_id)
         seen = self._seen.get(pid)
-        if seen is not None and seen.kind == kind and seen.blockers:
-            return seen
-        found = self.rows(f"SELECT pg_blocking_pids({pid}), ({self._lock_sql(pid)})")
-        blockers = tuple(sorted(_pids(found[0][0]))) if found else ()
-        return WaitInfo(kind, blockers, (found[0][1] or "") if found else "")
+        if seen is None or not seen.blockers:
+            seen = self._sightings(f"a.pid = {pid}").get(pid)
+        return WaitInfo(kind, tuple(sorted(seen.blockers)), seen.lock()) if seen else WaitInfo(kind, ())
 
     def describe_from_lock_tables(self, thread_id: int) -> WaitInfo:
         return self.describe(thread_id, ROW)
 
-    @staticmethod
-    def _lock_sql(pid: int | str) -> str:
-        """The lock awaited, as text. The tuple lock first: a row lock's waiter holds it (or
-        awaits it behind an earlier waiter) while it waits on the holder's transactionid."""
-        return (
-            f"SELECT CASE l.locktype WHEN 'tuple' THEN format('%s row (%s,%s) %s', c.relname, l.page, l.tuple, {ROW_LOCK_MODE}) "
-            "WHEN 'relation' THEN format('%s %s', c.relname, l.mode) "
-            "WHEN 'transactionid' THEN format('transaction %s %s', l.transactionid, l.mode) "
-            "ELSE format('%s %s', l.locktype, l.mode) END "
-            "FROM pg_locks l LEFT JOIN pg_class c ON c.oid = l.relation "
-            f"WHERE l.pid = {pid} AND (NOT l.granted OR l.locktype = 'tuple') "
-            "ORDER BY l.locktype <> 'tuple', l.granted LIMIT 1"
-        )
 
 def _pids(array_text: str | None) -> set[int]:
     """{1,2} (an int[] in text form) as a set."""
@@ -176,3 +180,9 @@ def _reaches(edges: dict[int, set[int]], node: int, target: int, seen: set[int])
             if _reaches(edges, nxt, target, seen):
                 return True
     return False
+
+
+def _cycle(edges: dict[int, set[int]]) -> dict[int, int]:
+    """The backends on a cycle of waits, each with the one of the cycle it waits for."""
+    on = {start for start in edges if _reaches(edges, start, start, set())}
+    return {pid: min(edges[pid] & on) for pid in on}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import math
 import os
 import re
@@ -512,6 +511,8 @@ def locked(path: Path) -> Iterator[None]:
 
 
 def _build_template(binary: ServerBinary, root: Path, final: Path) -> None:
+    import json  # here and in _load_template: only the embedded server needs it, off a --dsn run's start-up
+
     # Holding the lock means any earlier build dir belongs to a process that died.
     for stale in root.glob(f"{final.name}.build-*"):
         shutil.rmtree(stale, ignore_errors=True)
@@ -580,6 +581,8 @@ def _plugin_dir(binary: ServerBinary) -> str | None:
 
 
 def _load_template(final: Path) -> Template:
+    import json
+
     inode = inode_of(final)
     try:
         meta = json.loads((final / TEMPLATE_META).read_text())

@@ -31,7 +31,7 @@ def result_record(result: Result) -> dict:
 
 
 def records(event) -> list[dict]:
-    """What one runner event says, as JSON-ready objects (none for the step markers)."""
+    """What one run event (run/events.py) says, as JSON-ready objects (none for the step markers)."""
     if isinstance(event, ev.RunStarted):
         started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
         return [{"event": "run_started", "title": event.title, "server": event.server,

@@ -34,6 +34,8 @@ if TYPE_CHECKING:  # imported where a deadlock, a stuck run or explore needs the
 
 @dataclass(frozen=True)
 class RunOptions:
+    """How a run waits and what it adds to its events, beyond the scenario itself."""
+
     step_timeout: float = 10.0
     # Naming a row lock's holder reads InnoDB's cached lock tables, at most once per 0.1 s;
     # explore turns it off for the many schedules it only classifies.

@@ -44,6 +44,8 @@ class Blocked:
 
 @dataclass(frozen=True)
 class Patience:
+    """How long settling waits: for an answer at all, and before a wait counts as one."""
+
     step_timeout: float
     confirm_s: float  # how long a wait must be seen before it counts (RunOptions.confirm_s)
 

@@ -11,6 +11,8 @@ from ..scenario.model import Expectation, Scenario
 
 @dataclass(frozen=True)
 class Mismatch:
+    """A statement whose outcome differs from its `expect:`, in both words."""
+
     step: int  # 1-based, as a reader counts
     line: int
     session: str
@@ -76,7 +78,7 @@ def failed_unexpectedly(scenario: Scenario, events: list) -> list[str]:
         if isinstance(event, ev.Completed) and event.result.error is not None:
             step = scenario.steps[event.index]
             expect = getattr(step, "expect", None)
-            if expect is None or expect.error is None or not expect.error.matches(event.result.error.code):
+            if expect is None or expect.error is None or not expect.error.matches(event.result.error):
                 out.append(
                     f"{event.session}'s statement at step {event.index + 1} (line {step.line}) "
                     f"failed with ERROR {event.result.error.code}"
@@ -97,7 +99,7 @@ def _compare(expect: Expectation, outcome: Outcome) -> tuple[str, str] | None:
             return None
         return (describe_expectation(expect), "no result (the run ended before this statement finished)")
     if expect.error is not None:
-        if result.error is None or not expect.error.matches(result.error.code):
+        if result.error is None or not expect.error.matches(result.error):
             return (describe_expectation(expect), describe_result(result))
         return None
     if result.error is not None:
