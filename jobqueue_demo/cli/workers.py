@@ -23,7 +23,7 @@ STRATEGY_HELP = (
 )
 STATE_ORDER_HELP = (
     "How jobs.state sorts in the (state, id) index: done-last (an ENUM) or done-first (a VARCHAR: "
-    "the layout that livelocks under REPEATABLE READ, kept to show it)."
+    "the layout that livelocks under REPEATABLE READ on MariaDB, kept to show it)."
 )
 LEASE_HELP = "Lease length of the lease strategies, in ms [default: 1000 for lease, 250 for lease-heartbeat]."
 ISOLATION_HELP = "Isolation level of every worker: read-committed or repeatable-read."
