@@ -4,15 +4,17 @@ Usage: python bench/bench_workers.py [--jobs 1000] [--work-ms 0,1,5] [--repeat 3
                                      [--strategies skip-locked,for-update]
                                      [--kill 3] [--kill-work-ms 5]
                                      [--dsn mysql://root@127.0.0.1:3306/test]
+                                     [--engines mysql,postgresql]
                                      [--json results.json]
 
-One sweep, on the embedded server and on --dsn: for each --work-ms, the strategies next to the
+One sweep, on the embedded server of each of --engines and on --dsn: for each --work-ms, the strategies next to the
 ceiling (`own-rows`: the same transaction on rows no other worker touches) under both isolation
 levels, median of --repeat interleaved runs. The anchor of each ratio is in the same run: the
 ceiling for "share of ceiling", for-update for "skip-locked / for-update".
 
 Then the kill comparison: skip-locked, for-update, lease and lease-heartbeat at --workers with
---kill workers SIGKILLed mid-job (--kill-work-ms of work, REPEATABLE READ, on --dsn): the time
+--kill workers SIGKILLed mid-job (--kill-work-ms of work, REPEATABLE READ, on --dsn and on the
+embedded PostgreSQL when postgresql is among --engines): the time
 until a killed worker's job ran again, the jobs run twice (external effects), jobs/s, and the
 invariants.
 """
@@ -93,22 +95,25 @@ def main() -> None:
     parser.add_argument("--strategies", default="skip-locked,for-update")
     parser.add_argument("--kill", type=int, default=3)
     parser.add_argument("--kill-work-ms", type=float, default=5.0)
-    parser.add_argument("--dsn", default="mysql://root@127.0.0.1:3306/test")
+    parser.add_argument("--dsn", default="mysql://root@127.0.0.1:3306/test", help="'' for none")
+    parser.add_argument("--engines", default="mysql,postgresql", help="embedded servers to sweep")
     parser.add_argument("--json", help="also write every result to this file")
     args = parser.parse_args()
     args.workers_list = parse_counts(args.workers)
     strategies = parse_names(args.strategies, SWEEPABLE, "strategy")
     results: dict = {}
-    for where, dsn in (("embedded", None), (args.dsn.split("@")[-1], args.dsn)):
-        with open_server(dsn) as server:
+    servers = [(f"embedded {engine}", None, engine) for engine in args.engines.split(",") if engine]
+    servers += [(args.dsn.split("@")[-1], args.dsn, "mysql")] if args.dsn else []
+    for where, dsn, engine in servers:
+        with open_server(dsn, engine) as server:
             for work_ms in (float(w) for w in args.work_ms.split(",")):
                 config = SweepConfig(strategies=strategies, workers=args.workers_list, jobs=args.jobs, work_ms=work_ms,
                                      repeat=args.repeat)
                 result = sweep(config, server)
                 results[f"{where} {work_ms:g} ms"] = result.as_dict()
                 report(where, result)
-            if dsn is not None and args.kill:
-                results["kills"] = kill_comparison(server, args)
+            if args.kill and (dsn is not None or engine == "postgresql"):
+                results[f"kills {where}"] = kill_comparison(server, args)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
 

@@ -5,7 +5,9 @@ Usage: python bench/bench_workers_examples.py [--runs 10] [--dsn-runs 3]
 
 Runs the first `workers --help` example (8 workers, 2000 jobs, skip-locked, REPEATABLE READ)
 --runs times on the embedded default, then 2000 jobs at 8 workers --dsn-runs times each on the
---dsn server for skip-locked, for-update and skip-locked with --kill 3, and the broken layout
+--dsn server for skip-locked, for-update and skip-locked with --kill 3, the help example with
+--kill 3 on the embedded MariaDB and (--engine postgresql) on the embedded PostgreSQL, every
+strategy at 8 workers on the embedded PostgreSQL under both levels, and the broken layout
 (--state-order done-first) once on the embedded server, which is expected to stall. Prints
 per example: runs completed of runs made, jobs/s (median) and deadlocks, and the anchor: the
 same example's done-first run in this sweep. Then every other example of `workers --help`,
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import statistics
 import subprocess
@@ -26,11 +29,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HELP_EXAMPLE = ("workers", "--workers", "8", "--jobs", "2000", "--strategy", "skip-locked")
+PG = ("--engine", "postgresql")
+# A DSN in the environment would take the place of each example's own embedded server.
+OWN_ENV = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"}
+PG_STRATEGIES = ("for-update", "nowait-retry", "update-limit", "lease", "lease-heartbeat")
 
 
 def run(args: tuple[str, ...]) -> dict:
     done = subprocess.run(
-        [sys.executable, "-m", "jobqueue_demo", *args, "--json"], capture_output=True, text=True, cwd=ROOT, timeout=600
+        [sys.executable, "-m", "jobqueue_demo", *args, "--json"], capture_output=True, text=True, cwd=ROOT, timeout=600,
+        env=OWN_ENV,
     )
     lines = done.stdout.strip().splitlines()
     record = json.loads(lines[0]) if lines else {}
@@ -72,7 +80,9 @@ def pasted_examples() -> list[str]:
 def run_pasted(line: str, folder: str) -> int:
     """One example as a user pastes it (the installed command next to this interpreter)."""
     command = str(Path(sys.executable).with_name("jobqueue-demo"))
-    done = subprocess.run([command, *shlex.split(line)[1:]], capture_output=True, text=True, cwd=folder, timeout=900)
+    done = subprocess.run(
+        [command, *shlex.split(line)[1:]], capture_output=True, text=True, cwd=folder, timeout=900, env=OWN_ENV
+    )
     last = (done.stdout.strip().splitlines() or [""])[-1]
     print(f"  exit {done.returncode}: {line}  ->  {last[:100]}", flush=True)
     return done.returncode
@@ -91,6 +101,13 @@ def main() -> None:
         ("for-update x8, 2000 jobs, --dsn", ("workers", "-w", "8", "-j", "2000", "-s", "for-update", *dsn), args.dsn_runs),
         ("skip-locked x8, 2000 jobs, --kill 3, --dsn", (*HELP_EXAMPLE, "--kill", "3", *dsn), args.dsn_runs),
         ("help example, embedded, --kill 3", (*HELP_EXAMPLE, "--kill", "3"), args.dsn_runs),
+        ("help example, embedded PostgreSQL", (*HELP_EXAMPLE, *PG), args.dsn_runs),
+        ("help example, embedded PostgreSQL, --kill 3", (*HELP_EXAMPLE, "--kill", "3", *PG), args.dsn_runs),
+        *(
+            (f"{strategy} x8, 2000 jobs, {isolation}, embedded PostgreSQL",
+             ("workers", "-w", "8", "-j", "2000", "-s", strategy, "--isolation", isolation, *PG), 1)
+            for strategy in PG_STRATEGIES for isolation in ("read-committed", "repeatable-read")
+        ),
     ]
     ok = True
     for name, example, times in examples:

@@ -21,6 +21,7 @@ SLOW = {
     "jobqueue-demo workers --workers 8 --jobs 2000 --strategy skip-locked": "2,000 jobs on 8 processes",
     "jobqueue-demo bench --jobs 300 --workers 1,2,4 --strategies skip-locked,for-update": "a sweep of 6 runs",
     "jobqueue-demo bench --jobs 300 --workers 2,4 --strategies skip-locked,lease --kill 1 --json": "a sweep of 8 runs with kills",
+    "jobqueue-demo bench --engine postgresql --plot workers-bench-pg.png": "the default sweep on PostgreSQL: about 40 s",
 }
 # Examples that show a failure on purpose, with the exit code the README documents for it.
 EXIT_CODES = {

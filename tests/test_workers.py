@@ -26,7 +26,7 @@ ISOLATIONS = ("read-committed", "repeatable-read")
 JSON_KEYS = {
     "strategy", "isolation", "workers", "jobs", "completed", "seconds", "jobs_per_s", "claim_ms_p50",
     "claim_ms_p99", "deadlocks", "lock_wait_timeouts", "empty_claims", "retries", "killed", "lost", "duplicated",
-    "external_duplicates",
+    "external_duplicates", "serialization_failures",
 }
 
 
@@ -35,7 +35,9 @@ def assert_every_job_done_once(summary) -> None:
     assert (summary.completed, summary.lost, summary.duplicated) == (summary.jobs, 0, 0)
     # Every completed job wrote its effect once in the attempt that committed; the rest are repeats.
     assert summary.effects - summary.jobs == summary.external_duplicates
-    assert summary.retries == summary.deadlocks + summary.lock_wait_timeouts + summary.nowait_failures
+    assert summary.retries == (
+        summary.deadlocks + summary.lock_wait_timeouts + summary.nowait_failures + summary.serialization_failures
+    )
 
 
 @pytest.mark.parametrize("isolation", ISOLATIONS)
@@ -165,6 +167,8 @@ def test_bad_values_are_rejected(values, words):
         ("workers", "--workers", "0"),
         ("workers", "--jobs", "-5"),
         ("workers", "-s", "bogus"),
+        ("workers", "--engine", "oracle"),
+        ("bench", "--engine", "sqlite"),
         ("bench", "--workers", "0,4"),
         ("bench", "--strategies", "nope"),
     ],
@@ -216,20 +220,28 @@ def test_cli_bench_tiny_sweep(tmp_path):
 
 @pytest.mark.skipif(not local_server_reachable(), reason="no server on 127.0.0.1:3306")
 def test_ctrl_c_leaves_nothing_behind(local):
-    marker = uuid.uuid4().hex
     before = scratch_databases(local)
+    interrupted_run("--dsn", LOCAL_DSN)
+    assert not (scratch_databases(local) - before) & worker_databases(local)
+
+
+def interrupted_run(*args: str) -> None:
+    """`workers -w 4 -j 100000 ARGS`, sent Ctrl-C once its workers run: exit 130, no traceback,
+    none of its processes left."""
+    marker = uuid.uuid4().hex
     env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"} | {"JQD_TEST_MARK": marker}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jobqueue_demo", "workers", "-w", "4", "-j", "100000", "--dsn", LOCAL_DSN],
+        [sys.executable, "-m", "jobqueue_demo", "workers", "-w", "4", "-j", "100000", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
     )
-    time.sleep(4)
+    # The CLI, the forkserver, the resource tracker and the 4 workers.
+    _started_workers(marker, 7)
+    time.sleep(1)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert _processes_with(marker) == []
-    assert not (scratch_databases(local) - before) & worker_databases(local)
 
 
 def _processes_with(marker: str) -> list[int]:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
 from .. import api
-from .shared import Dsn, app, say, server_for
+from .shared import Dsn, app, options, say, server_for
 from ..errors import EXIT_MISMATCH, WorkersStuck
 
 REGISTRY = api.strategies()
@@ -23,12 +23,19 @@ STRATEGY_HELP = (
 )
 STATE_ORDER_HELP = (
     "How jobs.state sorts in the (state, id) index: done-last (an ENUM) or done-first (a VARCHAR: "
-    "the layout that livelocks under REPEATABLE READ, kept to show it)."
+    "the layout that livelocks under REPEATABLE READ on MariaDB, kept to show it)."
 )
 LEASE_HELP = "Lease length of the lease strategies, in ms [default: 1000 for lease, 250 for lease-heartbeat]."
 ISOLATION_HELP = "Isolation level of every worker: read-committed or repeatable-read."
 WORK_HELP = "Simulated work per claim, in milliseconds: inside the claim transaction, except for the lease strategies."
 BATCH_HELP = "Jobs claimed per transaction."
+ENGINE_HELP = (
+    "The throwaway server's engine when no DSN is given: mysql or postgresql [default: the global --engine, "
+    "else mysql]. A DSN names its own engine."
+)
+# Also a command option, so that `workers --engine postgresql` reads as it runs; the global
+# `jobqueue-demo --engine postgresql workers` means the same.
+Engine = Annotated[Optional[str], typer.Option("--engine", help=ENGINE_HELP, show_default=False)]
 NO_PLOT = "matplotlib is not installed (pip install 'jobqueue-demo[plot]'): the table alone was written"
 
 
@@ -54,6 +61,7 @@ def workers_command(
     state_order: str = typer.Option("done-last", "--state-order", help=STATE_ORDER_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON line instead of a table."),
     dsn: Dsn = None,
+    engine: Engine = None,
 ) -> None:
     """Run worker processes on a job queue with one claim strategy and check the result.
 
@@ -68,13 +76,14 @@ def workers_command(
       jobqueue-demo workers --workers 8 --jobs 2000 --strategy skip-locked
       jobqueue-demo workers -w 4 --kill 2 --idempotency-key --json
       jobqueue-demo workers -w 8 --jobs 600 --work-ms 5 --kill 3 --strategy lease-heartbeat
+      jobqueue-demo workers --engine postgresql -w 4 --kill 1 --strategy update-limit
     """
     config = api.workers_config(
         strategy=strategy, isolation=isolation, workers=workers, jobs=jobs, batch=batch, work_ms=work_ms, kill=kill,
         idempotency_key=idempotency_key, state_order=state_order, lease_ms=lease_ms,
     )
     out, err = _consoles()
-    with server_for(dsn) as server:
+    with _server(dsn, engine) as server:
         say(
             f"-- workers: {strategy}, {workers} worker(s), {jobs} job(s), {isolation} "
             f"on {server.label} ({server.where})"
@@ -87,6 +96,13 @@ def workers_command(
     _report(summary, out, as_json)
     if not summary.invariants_hold:
         raise typer.Exit(EXIT_MISMATCH)
+
+
+def _server(dsn: str | None, engine: str | None):
+    """The server of --dsn, else the embedded one of this command's --engine, else of the global one."""
+    if engine is not None:
+        options.engine = engine  # the command's --engine stands for the global one
+    return server_for(dsn)
 
 
 def _run_live(config, server, err):
@@ -141,6 +157,7 @@ def bench_command(
     plot: str = typer.Option("workers-bench.png", "--plot", help="Where to write the plot (.png or .svg); '' for none."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as one JSON line instead of a table."),
     dsn: Dsn = None,
+    engine: Engine = None,
 ) -> None:
     """Sweep claim strategies x workers x isolation, next to the same-run ceiling.
 
@@ -153,10 +170,11 @@ def bench_command(
     Example:
       jobqueue-demo bench
       jobqueue-demo bench --jobs 300 --workers 2,4 --strategies skip-locked,lease --kill 1 --json
+      jobqueue-demo bench --engine postgresql --plot workers-bench-pg.png
     """
     config = api.sweep_config(strategies, workers, isolations, jobs, full, batch, work_ms, repeat, kill)
     _, err = _consoles()
-    with server_for(dsn) as server:
+    with _server(dsn, engine) as server:
         say(f"-- bench on {server.label} ({server.where}): {config.runs} runs")
         result = _sweep_with_progress(config, server, err, as_json)
     plotted = bool(plot) and api.write_plot(result, plot)

@@ -48,6 +48,12 @@ class MySqlSeam:
 
         return ScratchDatabase(server, **options)
 
+    def queue(self):
+        """The workers' SQL (queue_sql.QueueEngine)."""
+        from .mysql_queue import MySqlQueue
+
+        return MySqlQueue()
+
     def wait_monitor(self, control_conn, server):
         from .waits import WaitMonitor
 
@@ -163,6 +169,12 @@ class PgSeam:
         from .pg_scratch import PgScratchDatabase
 
         return PgScratchDatabase(server, **options)
+
+    def queue(self):
+        """The workers' SQL (queue_sql.QueueEngine)."""
+        from .pg_queue import PgQueue
+
+        return PgQueue()
 
     def wait_monitor(self, control_conn, server):
         from .pg_waits import PgWaitMonitor

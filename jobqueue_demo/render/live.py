@@ -33,6 +33,7 @@ WORKER_COLUMNS = (
     ("timeouts", lambda w: w.lock_timeouts),
     ("nowait", lambda w: w.nowait_failures),
     ("leases lost", lambda w: w.leases_lost),
+    ("serial. fails", lambda w: w.serialization_failures),
 )
 ALWAYS_SHOWN = 4
 
@@ -73,7 +74,7 @@ def progress_table(progress: Progress, width: int = 80) -> Table:
         progress.workers,
         width,
         title=f"{progress.completed}/{progress.jobs} jobs  {progress.jobs_per_s:,.0f} jobs/s  {progress.elapsed_s:.1f} s",
-        caption=f"row lock waits ({progress.row_lock_waits_scope}) {progress.row_lock_waits:,}  killed {progress.killed}",
+        caption=f"row lock waits ({progress.row_lock_waits_scope}) {_count(progress.row_lock_waits)}  killed {progress.killed}",
     )
 
 
@@ -114,6 +115,10 @@ def bench_progress(console: Console, total: int) -> Iterator:
             bar.stop()
 
 
+def _count(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.2f} ms"
 
@@ -127,10 +132,11 @@ def summary_table(s: WorkersSummary) -> Table:
         ("seconds", f"{s.seconds:.3f}"),
         ("jobs/s", f"{s.jobs_per_s:,.1f}"),
         ("claim p50 / p99", f"{_ms(s.claim_ms_p50)} / {_ms(s.claim_ms_p99)}"),
-        ("deadlocks (1213)", f"{s.deadlocks:,}"),
-        ("lock wait timeouts (1205)", f"{s.lock_wait_timeouts:,}"),
+        ("deadlocks", f"{s.deadlocks:,}"),
+        ("lock wait timeouts", f"{s.lock_wait_timeouts:,}"),
         ("NOWAIT failures", f"{s.nowait_failures:,}"),
-        (f"row lock waits ({s.row_lock_waits_scope})", f"{s.row_lock_waits:,}"),
+        ("serialization failures", f"{s.serialization_failures:,}"),
+        (f"row lock waits ({s.row_lock_waits_scope})", _count(s.row_lock_waits)),
         ("empty claims", f"{s.empty_claims:,}"),
         ("retries", f"{s.retries:,}"),
         ("killed", _killed(s)),
@@ -162,19 +168,20 @@ def bench_table(result: SweepResult) -> str:
     """The sweep in psql's aligned format: plain text that pipes and diffs well, any width."""
     columns = (
         "isolation", "strategy", "workers", "jobs/s", "of ceiling",
-        "claim p50 ms", "claim p99 ms", "deadlocks", "nowait fails", "retries", "ran twice", "rerun ms",
+        "claim p50 ms", "claim p99 ms", "deadlocks", "nowait fails", "serial. fails", "retries", "ran twice", "rerun ms",
     )
     rows = [_bench_row(row) for row in result.rows]
     killed = f", {result.kill} killed per run" if result.kill else ""
     title = f"jobs/s by strategy and workers: {result.jobs} jobs, work {result.work_ms:g} ms{killed}, {result.server}"
-    return title + "\n" + format_table(columns, [False, False] + [True] * 10, rows)
+    return title + "\n" + format_table(columns, [False, False] + [True] * 11, rows)
 
 
 def _bench_row(row: SweepRow) -> tuple:
     run = row.run
     return (
         run.isolation, run.strategy, str(run.workers), f"{run.jobs_per_s:.0f}", f"{row.ceiling_share:.0%}",
-        _number(run.claim_ms_p50), _number(run.claim_ms_p99), str(run.deadlocks), str(run.nowait_failures), str(run.retries),
+        _number(run.claim_ms_p50), _number(run.claim_ms_p99), str(run.deadlocks), str(run.nowait_failures),
+        str(run.serialization_failures), str(run.retries),
         str(run.external_duplicates), _rerun(run),
     )
 

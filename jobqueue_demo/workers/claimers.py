@@ -2,7 +2,8 @@
 
 A worker owns two connections: `conn` for the claim transaction, `effects` for the job's
 external effect, written on its own autocommit connection so that it survives a rollback of
-the claim (the way an e-mail, once sent, stays sent). Counters live in shared memory so the
+the claim (the way an e-mail, once sent, stays sent). The SQL is the engine's
+(engine/queue_sql.py); errors arrive by portable class. Counters live in shared memory so the
 parent can read them live and they survive a SIGKILL.
 """
 
@@ -16,11 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import NoReturn
 
-import MySQLdb
-
-from ..engine import mysql_errors as errs
+from ..engine.queue_sql import ClaimError, QueueEngine
 from .lifeline import die_with_parent
-from ..engine.server import ConnectParams
 from .strategies import STRATEGIES
 
 # A worker that waits this long for one row lock retries instead of hanging the run;
@@ -48,6 +46,7 @@ class Field(enum.IntEnum):
     THREAD_ID = 11
     HELD = 12
     LEASES_LOST = 13  # a lease that expired while its worker still worked: the job ran twice
+    SERIALIZATION_FAILURES = 14  # PostgreSQL under REPEATABLE READ: a claimed row changed since the snapshot
 
 
 N_FIELDS = len(Field)
@@ -74,7 +73,8 @@ class Shared:
 @dataclass(frozen=True)
 class WorkerSpec:
     index: int
-    params: ConnectParams
+    queue: QueueEngine
+    params: object  # the server's connection parameters, passed to queue.connect
     database: str
     strategy: str
     session_sql: tuple[str, ...]
@@ -104,39 +104,30 @@ class Retry(Exception):
 
 
 class LockingSelect:
-    """SELECT ... ORDER BY id LIMIT k with a locking clause (or none: the broken naive claim)."""
+    """SELECT ... ORDER BY id LIMIT k with a lock (or none: the broken naive claim)."""
 
-    def __init__(self, clause: str):
-        self.clause = clause
-        # MariaDB reports a NOWAIT failure as 1205, the number of a lock wait timeout.
-        self.nowait = clause.endswith("NOWAIT")
+    def __init__(self, lock: str):
+        self.lock = lock
+        # The engines report a NOWAIT failure with the class of a lock wait timeout.
+        self.nowait = lock == "nowait"
 
     def claim(self, worker: Claimer) -> list[int]:
-        return worker.ids(
-            f"SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT {worker.spec.batch}{self.clause}"
-        )
+        return worker.conn.claim_select(worker.spec.batch, self.lock)
 
     def exhausted(self, worker: Claimer) -> bool:
-        return not worker.jobs_remain()
+        return not worker.conn.jobs_remain()
 
 
 class UpdateLimit:
-    """Mark rows first, then read back which ones: the claim before SKIP LOCKED existed."""
+    """Mark rows first, then take which ones: the claim before SKIP LOCKED existed."""
 
     nowait = False
 
     def claim(self, worker: Claimer) -> list[int]:
-        index = worker.spec.index
-        worker.execute(
-            f"UPDATE jobs SET state = 'running', worker = {index} "
-            f"WHERE state = 'queued' ORDER BY id LIMIT {worker.spec.batch}"
-        )
-        if worker.conn.affected_rows() == 0:
-            return []
-        return worker.ids(f"SELECT id FROM jobs WHERE state = 'running' AND worker = {index}")
+        return worker.conn.claim_update(worker.spec.index, worker.spec.batch)
 
     def exhausted(self, worker: Claimer) -> bool:
-        return not worker.jobs_remain()
+        return not worker.conn.jobs_remain()
 
 
 class OwnRows:
@@ -148,9 +139,7 @@ class OwnRows:
         spec = worker.spec
         first = spec.index + 1 + spec.workers * worker.completed_jobs
         ids = list(range(first, spec.jobs + 1, spec.workers))[: spec.batch]
-        if not ids:
-            return []
-        return worker.ids(f"SELECT id FROM jobs WHERE id IN ({_id_list(ids)}) AND state = 'queued' FOR UPDATE")
+        return worker.conn.claim_ids(ids) if ids else []
 
     def exhausted(self, worker: Claimer) -> bool:
         return True
@@ -170,44 +159,38 @@ class Lease:
         self.heartbeat = heartbeat
 
     def claim(self, worker: Claimer) -> list[int]:
-        return self.expired(worker) or worker.ids(
-            f"SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT {worker.spec.batch} FOR UPDATE SKIP LOCKED"
-        )
-
-    def expired(self, worker: Claimer) -> list[int]:
-        # A plain read finds the candidates, then a locking read by primary key takes record locks
-        # only: a locking scan of the `running` range would gap-lock the place where other
-        # workers' claims insert their ('running', id) entries, the shape docs/workers.md explains.
         batch = worker.spec.batch
-        found = worker.ids(f"SELECT id FROM jobs WHERE state = 'running' AND lease_until < NOW(6) LIMIT {batch}")
-        if not found:
-            return []
-        return worker.ids(
-            f"SELECT id FROM jobs WHERE id IN ({_id_list(found)}) AND state = 'running'"
-            " AND lease_until < NOW(6) FOR UPDATE SKIP LOCKED"
-        )
+        return worker.conn.expired(batch) or worker.conn.claim_select(batch, "skip-locked")
 
     def exhausted(self, worker: Claimer) -> bool:
-        return not worker.jobs_remain()
+        return not worker.conn.jobs_remain()
 
 
 RECIPES = {
-    "select": lambda strategy: LockingSelect(strategy.clause),
+    "select": lambda strategy: LockingSelect(strategy.lock),
     "update-limit": lambda strategy: UpdateLimit(),
     "own-rows": lambda strategy: OwnRows(),
     "lease": lambda strategy: Lease(strategy.heartbeat),
 }
 
-
-def _id_list(ids: list[int]) -> str:
-    return ", ".join(str(int(i)) for i in ids)
+# What a retryable error counts as, by portable class; any other error ends the worker.
+COUNTERS = {
+    "deadlock": Field.DEADLOCKS,
+    "duplicate-key": Field.DUPLICATED,
+    "lock-not-available": Field.LOCK_TIMEOUTS,
+    "serialization-failure": Field.SERIALIZATION_FAILURES,
+}
 
 
 # -- the worker ----------------------------------------------------------------
 
 
 class Claimer:
-    """One worker's loop: look for jobs, claim, write the effect, work, complete, commit."""
+    """One worker's loop: look for jobs, claim, write the effect, work, complete, commit.
+
+    `conn` holds the claim transaction; `effects` writes the job's external effect on a
+    connection of its own, so that it survives a rollback of the claim.
+    """
 
     def __init__(self, spec: WorkerSpec, shared: Shared):
         self.spec = spec
@@ -219,15 +202,9 @@ class Claimer:
         self.completed_jobs = 0
         self.failures_in_a_row = 0
         self.claim_ms: list[float] = []
-        self.conn = self._connect()
-        self.effects = spec.params.connect(database=spec.database)
-
-    def _connect(self):
-        conn = self.spec.params.connect(database=self.spec.database)
-        for sql in self.spec.session_sql:
-            conn.query(sql.encode())
-        self.bump(Field.THREAD_ID, conn.thread_id())
-        return conn
+        self.conn = spec.queue.connect(spec.params, spec.database, spec.session_sql)
+        self.bump(Field.THREAD_ID, self.conn.session_id)
+        self.effects = spec.queue.connect(spec.params, spec.database, ())
 
     # -- shared memory
 
@@ -246,20 +223,6 @@ class Claimer:
     def release(self) -> None:
         self.set(Field.PHASE, Phase.IDLE)
         self.set(Field.HELD, 0)
-
-    # -- SQL
-
-    def execute(self, sql: str) -> None:
-        self.conn.query(sql.encode())
-
-    def ids(self, sql: str) -> list[int]:
-        self.execute(sql)
-        return [int(row[0]) for row in self.conn.store_result().fetch_row(0)]
-
-    def jobs_remain(self) -> bool:
-        # A plain read in autocommit: a fresh snapshot that sees every commit so far.
-        self.execute("SELECT 1 FROM jobs WHERE state <> 'done' LIMIT 1")
-        return bool(self.conn.store_result().fetch_row(1))
 
     # -- the loop
 
@@ -283,11 +246,11 @@ class Claimer:
     def attempt(self, looking: float) -> bool:
         """One transaction; False when there was nothing to claim. Raises Retry after a lock error."""
         try:
-            self.execute("BEGIN")
+            self.conn.begin()
             ids = self.recipe.claim(self)
             self.bump(Field.CLAIMS)
             if not ids:
-                self.execute("ROLLBACK")
+                self.conn.rollback()
                 self.bump(Field.EMPTY)
                 return False
             claimed = time.monotonic()
@@ -301,7 +264,7 @@ class Claimer:
             if self.strategy.lease:
                 ids = self.still_leased(ids)
             self.complete(ids)
-        except MySQLdb.MySQLError as exc:
+        except ClaimError as exc:
             self.rolled_back(exc)
         self.claim_ms.append((claimed - looking) * 1000)
         self.failures_in_a_row = 0
@@ -310,14 +273,8 @@ class Claimer:
     def take_lease(self, ids: list[int]) -> None:
         """Mark the claimed jobs running under a fresh lease and token, and commit the claim."""
         self.token = random.getrandbits(62)
-        self.execute(
-            f"UPDATE jobs SET state = 'running', worker = {self.spec.index}, token = {self.token}, "
-            f"lease_until = {self._lease_end()} WHERE id IN ({_id_list(ids)})"
-        )
-        self.execute("COMMIT")
-
-    def _lease_end(self) -> str:
-        return f"NOW(6) + INTERVAL {round(self.spec.lease_ms * 1000)} MICROSECOND"
+        self.conn.take_lease(ids, self.spec.index, self.token, self.spec.lease_ms)
+        self.conn.commit()
 
     def work(self, ids: list[int]) -> None:
         """The simulated job; a heartbeat worker extends its lease a few times per lease period."""
@@ -328,59 +285,48 @@ class Claimer:
             time.sleep(pause)
             left -= pause
             if left > 0:
-                self.execute(
-                    f"UPDATE jobs SET lease_until = {self._lease_end()} "
-                    f"WHERE id IN ({_id_list(ids)}) AND token = {self.token}"
-                )
+                self.conn.extend_lease(ids, self.token, self.spec.lease_ms)
 
     def still_leased(self, ids: list[int]) -> list[int]:
         """Open the completing transaction and keep the jobs whose lease is still ours."""
-        self.execute("BEGIN")
-        mine = self.ids(f"SELECT id FROM jobs WHERE id IN ({_id_list(ids)}) AND token = {self.token} FOR UPDATE")
+        self.conn.begin()
+        mine = self.conn.still_leased(ids, self.token)
         self.bump(Field.LEASES_LOST, len(ids) - len(mine))
         return mine
 
     def write_effects(self, ids: list[int]) -> None:
         """The job's outside-world effect: it stays even if the claim is rolled back."""
         for job in ids:
-            key = job if self.spec.idempotency_key else "NULL"
             try:
-                sql = (
-                    f"INSERT INTO effects (job_id, worker, idem_key, at_s) "
-                    f"VALUES ({job}, {self.spec.index}, {key}, {time.time():.6f})"
-                )
-                self.effects.query(sql.encode())
+                self.effects.write_effect(job, self.spec.index, self.spec.idempotency_key, time.time())
                 self.bump(Field.EFFECTS)
-            except MySQLdb.IntegrityError as exc:
-                if exc.args[0] != errs.ER_DUP_ENTRY:
+            except ClaimError as exc:
+                if exc.kind != "duplicate-key":
                     raise
                 self.bump(Field.DEDUPLICATED)
 
     def complete(self, ids: list[int]) -> None:
         if ids:
-            listed = _id_list(ids)
-            self.execute(f"UPDATE jobs SET state = 'done', worker = {self.spec.index} WHERE id IN ({listed})")
-            rows = ", ".join(f"({job}, {self.spec.index})" for job in ids)
-            self.execute(f"INSERT INTO completions (job_id, worker) VALUES {rows}")
+            self.conn.complete(ids, self.spec.index)
         # The parent kills only while holding this lock and seeing IN_TXN, so a killed worker
         # never committed, and no worker dies holding the lock.
         with self.shared.commit_locks[self.spec.index]:
             self.set(Field.PHASE, Phase.COMMITTING)
-        self.execute("COMMIT")
+        self.conn.commit()
         self.completed_jobs += len(ids)
         self.release()
         self.bump(Field.COMPLETED, len(ids))
         self.shared.last_commit[self.spec.index] = time.monotonic()
 
-    def rolled_back(self, exc: MySQLdb.MySQLError) -> NoReturn:
+    def rolled_back(self, exc: ClaimError) -> NoReturn:
         """Count a lock error or a second completion, end the transaction, and raise Retry."""
-        errno = exc.args[0] if exc.args else None
-        counter = self._counter_for(errno)
+        counter = self._counter_for(exc.kind)
         if counter is None:
             raise exc
-        # After 1213 the server has already rolled back; after 1205, 3572 and 1062 only the
-        # statement was, and the claim's locks would be kept until this ROLLBACK.
-        self.execute("ROLLBACK")
+        # After a deadlock MariaDB has already rolled back, PostgreSQL has aborted the
+        # transaction; after a lock timeout or a duplicate MariaDB rolled back only the
+        # statement, and the claim's locks would be kept until this ROLLBACK.
+        self.conn.rollback()
         self.release()
         self.bump(counter)
         if counter is Field.DUPLICATED:
@@ -391,16 +337,11 @@ class Claimer:
             _pause(NOWAIT_BACKOFF_MS, self.failures_in_a_row)
         raise Retry
 
-    def _counter_for(self, errno: int | None) -> Field | None:
-        if errno == errs.ER_LOCK_DEADLOCK:
-            return Field.DEADLOCKS
-        if errno == errs.ER_DUP_ENTRY:
-            return Field.DUPLICATED
-        if errno == errs.ER_LOCK_NOWAIT or (errno == errs.ER_LOCK_WAIT_TIMEOUT and self.recipe.nowait):
+    def _counter_for(self, kind: str | None) -> Field | None:
+        counter = COUNTERS.get(kind)
+        if counter is Field.LOCK_TIMEOUTS and self.recipe.nowait:
             return Field.NOWAIT_FAILURES
-        if errno == errs.ER_LOCK_WAIT_TIMEOUT:
-            return Field.LOCK_TIMEOUTS
-        return None
+        return counter
 
 
 def _pause(backoff_ms: tuple[float, float], attempt: int) -> None:
@@ -434,6 +375,4 @@ def _die_with_forkserver() -> None:
 
 
 def _describe(exc: Exception) -> str:
-    if isinstance(exc, MySQLdb.MySQLError) and len(exc.args) == 2:
-        return f"ERROR {exc.args[0]}: {exc.args[1]}"
     return str(exc) or type(exc).__name__

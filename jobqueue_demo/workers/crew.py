@@ -3,8 +3,8 @@
 Each worker is an OS process of its own (see claimers.py for what it runs) with its own
 connections. Processes come from a multiprocessing *forkserver*: a clean, single-threaded
 process that has imported the worker code once and forks each worker in milliseconds. Plain
-fork would copy this process's open MySQL sockets and threads into every worker; spawn (or a
-`python -m` subprocess) would pay a fresh interpreter and MySQLdb import per worker, seconds
+fork would copy this process's open server sockets and threads into every worker; spawn (or a
+`python -m` subprocess) would pay a fresh interpreter and database driver import per worker, seconds
 for a 16-worker bench step on two cores. Shared memory (counters, the commit locks a kill
 needs) passes to forkserver children as process arguments.
 
@@ -29,7 +29,7 @@ from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed,
 from ..errors import ServerError, UsageError, WorkersStuck
 from .lifeline import RUN_PID_ENV
 from ..engine.owner import hold_for_life
-from ..engine.scratch import ScratchDatabase
+from ..engine.queue_sql import STATE_ORDERS
 from ..engine.server import ServerInfo
 from .stall import diagnose
 from .strategies import STRATEGIES
@@ -53,32 +53,6 @@ NOTICE_POLL_S = 0.001
 NOTICE_TIMEOUT_S = 30.0
 # Kills land between 10 % and 60 % of the jobs, so there is work left for the others.
 KILL_WINDOW = (0.1, 0.6)
-
-# How `state` sorts in the (state, id) index. An ENUM sorts by its list: 'done' entries go
-# after every queued one, away from where claims lock. A VARCHAR sorts 'done' < 'queued', so
-# each completion inserts its ('done', id) entry into the gap in front of the queued entries,
-# which every claim under REPEATABLE READ gap-locks: the livelock docs/workers.md explains.
-STATE_TYPES = {
-    "done-last": "ENUM('queued', 'running', 'done')",
-    "done-first": "VARCHAR(8)",
-}
-
-
-def schema(state_order: str = "done-last") -> tuple[str, ...]:
-    return (
-        f"CREATE TABLE jobs (id INT PRIMARY KEY, state {STATE_TYPES[state_order]} NOT NULL DEFAULT 'queued',"
-        " worker INT NULL, lease_until DATETIME(6) NULL, token BIGINT NULL, KEY state_id (state, id)) ENGINE=InnoDB",
-        # The primary key on job_id is the check: a second completion of a job fails with 1062.
-        "CREATE TABLE completions (job_id INT PRIMARY KEY, worker INT NOT NULL) ENGINE=InnoDB",
-        # idem_key is NULL (no key) or the job id; NULLs never collide in a UNIQUE index. at_s is
-        # the worker's clock (time.time()) when it claimed the job: how soon a killed job ran again.
-        "CREATE TABLE effects (seq BIGINT AUTO_INCREMENT PRIMARY KEY, job_id INT NOT NULL,"
-        " worker INT NOT NULL, idem_key INT NULL, at_s DOUBLE NOT NULL DEFAULT 0, UNIQUE KEY (idem_key)) ENGINE=InnoDB",
-    )
-
-
-SCHEMA = schema()
-
 
 @dataclass(frozen=True)
 class WorkersConfig:
@@ -117,8 +91,8 @@ def validate(config: WorkersConfig) -> None:
         raise UsageError(f"--kill must be from 0 to {config.workers - 1} so that a worker survives, got {config.kill}")
     if config.kill and STRATEGIES[config.strategy].ceiling:
         raise UsageError(f"{config.strategy} cannot take --kill: no other worker ever claims a killed worker's rows")
-    if config.state_order not in STATE_TYPES:
-        raise UsageError(f"unknown state order {config.state_order!r}: choose from {', '.join(STATE_TYPES)}")
+    if config.state_order not in STATE_ORDERS:
+        raise UsageError(f"unknown state order {config.state_order!r}: choose from {', '.join(STATE_ORDERS)}")
     if config.lease_ms is not None:
         _in_range("lease-ms", config.lease_ms, 1, MAX_LEASE_MS)
 
@@ -143,6 +117,7 @@ class WorkerView:
     nowait_failures: int
     retries: int
     leases_lost: int = 0
+    serialization_failures: int = 0
 
 
 @dataclass(frozen=True)
@@ -151,7 +126,7 @@ class Progress:
     completed: int
     jobs: int
     workers: list[WorkerView]
-    row_lock_waits: int
+    row_lock_waits: int | None
     killed: int
     row_lock_waits_scope: str = "server-wide"
 
@@ -187,7 +162,8 @@ class WorkersSummary:
     deadlocks: int
     lock_wait_timeouts: int
     nowait_failures: int
-    row_lock_waits: int
+    serialization_failures: int
+    row_lock_waits: int | None
     row_lock_waits_scope: str
     empty_claims: int
     retries: int
@@ -245,14 +221,13 @@ class Scratch:
 
     def __init__(self, server: ServerInfo):
         self.server = server
+        self.queue = server.seam.queue()
         # The workers' SQL is the tool's own: no per-run user to confine it.
-        self.database = ScratchDatabase(server, confine=False)
+        self.database = server.seam.scratch(server, confine=False)
         self.name = self.database.name
-        self.conn = None
 
     def __enter__(self) -> Scratch:
         self.database.open()
-        self.conn = self.database.conn
         return self
 
     def __exit__(self, exc_type, *exc_info: object) -> None:
@@ -268,29 +243,25 @@ class Scratch:
     def value(self, sql: str) -> int:
         return int(self.rows(sql)[0][-1] or 0)
 
-    def prepare(self, jobs: int, tables: tuple[str, ...] = SCHEMA) -> None:
-        self.execute(f"USE `{self.name}`")
-        for sql in tables:
+    def prepare(self, jobs: int, state_order: str = "done-last") -> None:
+        for sql in self.queue.schema(state_order):
             self.execute(sql)
         for first in range(1, jobs + 1, INSERT_CHUNK):
             ids = range(first, min(first + INSERT_CHUNK, jobs + 1))
             self.execute("INSERT INTO jobs (id) VALUES " + ",".join(f"({i})" for i in ids))
 
-    def row_lock_waits(self) -> int:
-        """The server-wide count of InnoDB row lock waits (includes other clients' waits)."""
-        return self.value("SHOW GLOBAL STATUS LIKE 'Innodb_row_lock_waits'")
+    def row_lock_waits(self) -> int | None:
+        """The server's count of row lock waits (server-wide), None where the engine keeps none."""
+        return self.queue.lock_wait_count(self.database)
 
     def threads_present(self, thread_ids: list[int]) -> set[int]:
-        listed = ", ".join(str(int(t)) for t in thread_ids)
-        return {int(row[0]) for row in self.rows(f"SELECT ID FROM information_schema.PROCESSLIST WHERE ID IN ({listed})")}
+        return self.queue.sessions_present(self.database, thread_ids)
 
     def kill_threads(self, thread_ids: list[int]) -> None:
         """End the workers' server sessions so none holds a lock that DROP DATABASE waits for."""
-        import MySQLdb
-
         for thread in thread_ids:
-            with contextlib.suppress(MySQLdb.MySQLError):  # already gone
-                self.conn.query(self.server.dialect.kill_connection(thread).encode())
+            with contextlib.suppress(ServerError):  # already gone
+                self.execute(self.server.dialect.kill_connection(thread))
 
 
 @dataclass(frozen=True)
@@ -341,7 +312,7 @@ def _reclaimed(scratch: Scratch, kill: Kill) -> int:
 
 VIEW_FIELDS = (
     Field.COMPLETED, Field.CLAIMS, Field.EMPTY, Field.DEADLOCKS, Field.LOCK_TIMEOUTS, Field.NOWAIT_FAILURES, Field.RETRIES,
-    Field.LEASES_LOST,
+    Field.LEASES_LOST, Field.SERIALIZATION_FAILURES,
 )
 _GONE = object()  # a worker's pipe closed with no message: the process died
 
@@ -543,7 +514,7 @@ def run_workers(config: WorkersConfig, server: ServerInfo, on_progress: Progress
     """
     validate(config)
     with Scratch(server) as scratch:
-        scratch.prepare(config.jobs, schema(config.state_order))
+        scratch.prepare(config.jobs, config.state_order)
         crew = Crew(config.workers)
         try:
             return _run(config, server, scratch, crew, on_progress)
@@ -553,7 +524,7 @@ def run_workers(config: WorkersConfig, server: ServerInfo, on_progress: Progress
 
 
 def _run(config: WorkersConfig, server: ServerInfo, scratch: Scratch, crew: Crew, on_progress) -> WorkersSummary:
-    crew.start(_specs(config, server, scratch.name))
+    crew.start(_specs(config, server, scratch))
     crew.wait_ready()
     waits_before = scratch.row_lock_waits()
     killer = Killer(config.kill, config.jobs, random.Random())
@@ -561,16 +532,23 @@ def _run(config: WorkersConfig, server: ServerInfo, scratch: Scratch, crew: Crew
     _supervise(crew, scratch, killer, _Watch(config, started, waits_before, on_progress))
     killer.wait_for_notice(scratch)
     ended = max(crew.shared.last_commit, default=started)
-    waits = scratch.row_lock_waits() - waits_before
+    waits = _waits_since(scratch, waits_before)
     return _summary(config, server, crew, check(scratch, killer.kills), killer.kills, max(ended - started, 1e-9), waits)
 
 
-def row_lock_waits_scope(server: ServerInfo) -> str:
+def row_lock_waits_scope(server: ServerInfo, counted: bool = True) -> str:
     """Innodb_row_lock_waits is a global counter: exact on a private server, server-wide otherwise."""
+    if not counted:
+        return "not counted by this server"
     return "this run" if server.embedded else "server-wide"
 
 
-def _specs(config: WorkersConfig, server: ServerInfo, database: str) -> list[WorkerSpec]:
+def _waits_since(scratch: Scratch, before: int | None) -> int | None:
+    now = scratch.row_lock_waits()
+    return None if now is None or before is None else now - before
+
+
+def _specs(config: WorkersConfig, server: ServerInfo, scratch: Scratch) -> list[WorkerSpec]:
     dialect = server.dialect
     settings = dialect.set_session(
         [dialect.isolation_setting(config.isolation), dialect.row_lock_timeout(claimers.LOCK_WAIT_TIMEOUT_S)]
@@ -578,8 +556,9 @@ def _specs(config: WorkersConfig, server: ServerInfo, database: str) -> list[Wor
     return [
         WorkerSpec(
             index=i,
+            queue=scratch.queue,
             params=server.params,
-            database=database,
+            database=scratch.name,
             strategy=config.strategy,
             session_sql=(settings,),
             batch=config.batch,
@@ -599,7 +578,7 @@ class _Watch:
 
     config: WorkersConfig
     started: float
-    waits_before: int
+    waits_before: int | None
     on_progress: ProgressCallback | None
     last_report: float = 0.0
     last_completed: int = 0
@@ -632,9 +611,9 @@ def _progress(crew: Crew, scratch: Scratch, killer: Killer, watch: _Watch, now: 
         completed=crew.total(Field.COMPLETED),
         jobs=watch.config.jobs,
         workers=crew.views(),
-        row_lock_waits=scratch.row_lock_waits() - watch.waits_before,
+        row_lock_waits=_waits_since(scratch, watch.waits_before),
         killed=len(killer.kills),
-        row_lock_waits_scope=row_lock_waits_scope(scratch.server),
+        row_lock_waits_scope=row_lock_waits_scope(scratch.server, watch.waits_before is not None),
     )
 
 
@@ -666,8 +645,9 @@ def _summary(
         deadlocks=crew.total(Field.DEADLOCKS),
         lock_wait_timeouts=crew.total(Field.LOCK_TIMEOUTS),
         nowait_failures=crew.total(Field.NOWAIT_FAILURES),
+        serialization_failures=crew.total(Field.SERIALIZATION_FAILURES),
         row_lock_waits=waits,
-        row_lock_waits_scope=row_lock_waits_scope(server),
+        row_lock_waits_scope=row_lock_waits_scope(server, waits is not None),
         empty_claims=crew.total(Field.EMPTY),
         retries=crew.total(Field.RETRIES),
         killed=len(kills),

@@ -2,14 +2,14 @@
 
 When no job completes for the stall window the run ends with exit 1, and this says who waits
 for whom, in which lock mode, on which index record, and how many rows each waiter has
-locked. The server's lock tables are read by engine/lock_waits.py.
+locked. The server's lock tables are read by the engine (engine/queue_sql.py's `lock_waits`).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..engine.lock_waits import as_text, row_lock_waits
+from ..engine.lock_waits import as_text
 from ..errors import ServerError
 
 
@@ -22,16 +22,20 @@ class LockWait:
     table: str
     index: str
     record: str  # the index record, e.g. "supremum pseudo-record" or "'queued', 779"
-    waiter_rows_locked: int
-    waiter_lock_structs: int
+    waiter_rows_locked: int | None  # None where the server keeps no count (PostgreSQL)
+    waiter_lock_structs: int | None
     waiter_active_s: int
     statement: str
 
     def line(self) -> str:
+        counts = "".join(
+            f", {n:,} {what}" for n, what in ((self.waiter_rows_locked, "rows locked"), (self.waiter_lock_structs, "lock structs"))
+            if n is not None
+        )
+        where = f"{self.table}.{self.index}" if self.index else self.table
         return (
-            f"{self.waiter} (trx active {self.waiter_active_s} s, {self.waiter_rows_locked:,} rows locked, "
-            f"{self.waiter_lock_structs:,} lock structs) in {self.statement} waits for {self.mode} "
-            f"on {self.table}.{self.index} record {self.record}"
+            f"{self.waiter} (trx active {self.waiter_active_s} s{counts}) in {self.statement} waits for {self.mode} "
+            f"on {where} record {self.record}"
         )
 
 
@@ -55,11 +59,11 @@ class Diagnosis:
 
 
 def diagnose(scratch, threads: dict[int, int]) -> Diagnosis:
-    """The lock waits of the run's workers (`threads`: server thread id -> worker index)."""
+    """The lock waits of the run's workers (`scratch`: crew.Scratch; `threads`: server thread id -> worker index)."""
     if not threads:
         return Diagnosis(note="no worker is running")
     try:
-        waits = [_wait(row, threads, full_mode) for row, full_mode in row_lock_waits(scratch, list(threads))]
+        waits = [_wait(row, threads, full_mode) for row, full_mode in scratch.queue.lock_waits(scratch.database, list(threads))]
     except ServerError as exc:
         # e.g. a DSN user without PROCESS: the stall is still reported, with what is missing.
         return Diagnosis(note=f"the server did not show its locks ({exc})")
@@ -83,11 +87,15 @@ def _wait(row: tuple, threads: dict[int, int], full_mode: str | None) -> LockWai
         table=as_text(table).replace("`", "").rpartition(".")[2],
         index=as_text(index),
         record=as_text(record) or "(not shown by the server)",
-        waiter_rows_locked=int(rows_locked or 0),
-        waiter_lock_structs=int(structs or 0),
+        waiter_rows_locked=_count(rows_locked),
+        waiter_lock_structs=_count(structs),
         waiter_active_s=int(active or 0),
         statement=" ".join(as_text(query).split()) or "(between statements)",
     )
+
+
+def _count(value) -> int | None:
+    return None if value is None else int(value)
 
 
 def _note(waits: list[LockWait]) -> str:

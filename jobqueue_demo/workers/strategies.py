@@ -15,7 +15,7 @@ class Strategy:
     name: str
     summary: str
     claim: str  # "select", "update-limit", "own-rows" or "lease"
-    clause: str = ""  # the locking clause of a "select" claim
+    lock: str = "none"  # a "select" claim's lock: skip-locked, wait, nowait or none (engine/queue_sql.LOCKS)
     swept: bool = True  # in bench's default sweep
     broken: bool = False  # there to show what the invariant checks catch
     ceiling: bool = False  # no contention: the reference the bench compares with
@@ -29,12 +29,12 @@ class Strategy:
 
 REGISTRY = (
     Strategy("skip-locked", "SELECT ... FOR UPDATE SKIP LOCKED: lock the first unlocked queued row", "select",
-             " FOR UPDATE SKIP LOCKED"),
-    Strategy("for-update", "SELECT ... FOR UPDATE: wait for the first queued row's lock", "select", " FOR UPDATE"),
+             "skip-locked"),
+    Strategy("for-update", "SELECT ... FOR UPDATE: wait for the first queued row's lock", "select", "wait"),
     Strategy("nowait-retry", "SELECT ... FOR UPDATE NOWAIT: fail at once on a locked row, back off, retry", "select",
-             " FOR UPDATE NOWAIT"),
-    Strategy("update-limit", "UPDATE ... WHERE state = 'queued' ORDER BY id LIMIT k, then read the rows back",
-             "update-limit"),
+             "nowait"),
+    Strategy("update-limit", "UPDATE the first k queued rows to running, waiting for locked ones, and take "
+             "what it marked: the claim before SKIP LOCKED existed", "update-limit"),
     Strategy("lease", "claim and commit (running, lease, owner token), work outside the transaction, "
              "complete where the token still matches; expired leases are claimed again", "lease", lease_ms=1000.0),
     Strategy("lease-heartbeat", "lease, kept short and extended by the worker while it works", "lease",
