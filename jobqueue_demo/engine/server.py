@@ -665,7 +665,32 @@ def _terminate(process: subprocess.Popen) -> None:
 _running: set[EmbeddedServer] = set()
 
 
-class EmbeddedServer:
+class Throwaway:
+    """Started by a with-block and stopped at its end, however it ends."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def remove_workdir(workdir: Path | None, owner) -> None:
+    """A run's directory gone, then its owner marker released (see owner.py)."""
+    if workdir is not None:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if owner is not None:
+        owner.close()
+
+
+class EmbeddedServer(Throwaway):
     """A private, throwaway server on a unix socket, stopped and deleted on exit.
 
     `params` (root, no password, the socket) is valid between start and stop.
@@ -683,13 +708,6 @@ class EmbeddedServer:
         if self.workdir is None:
             raise ServerError("the embedded server is not running")
         return ConnectParams(host="localhost", user="root", unix_socket=str(self.workdir / SOCKET_NAME))
-
-    def __enter__(self) -> EmbeddedServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     def start(self) -> None:
         if self.workdir is not None:
@@ -746,11 +764,8 @@ class EmbeddedServer:
             if process is not None:
                 _terminate(process)
         finally:
-            if workdir is not None:
-                shutil.rmtree(workdir, ignore_errors=True)
-            if self._owner is not None:
-                self._owner.close()
-                self._owner = None
+            owner, self._owner = self._owner, None
+            remove_workdir(workdir, owner)
 
 
 def _stop_all() -> None:
