@@ -32,19 +32,37 @@ def load(name: str) -> Scenario:
 
 
 @contextmanager
-def server(dsn: str | None, allow_shared_user: bool = False):
-    """The server to run on, after sweeping what runs killed earlier left there and here."""
+def server(dsn: str | None, allow_shared_user: bool = False, cluster: int | None = None):
+    """The server to run on, after sweeping what runs killed earlier left there and here;
+    with `cluster`, node 1 of an embedded Galera cluster of that many nodes."""
     from dataclasses import replace
 
     from .engine.leftovers import sweep_dirs, sweep_server
     from .engine.server import open_server
 
     sweep_dirs()
+    if cluster:
+        with _cluster(dsn, cluster) as info:
+            yield replace(info, shared_user=allow_shared_user)
+        return
     with open_server(dsn) as info:
         if not info.embedded:
             with closing(info.params.connect(database=None)) as conn:
                 sweep_server(conn)
         yield replace(info, shared_user=allow_shared_user)
+
+
+@contextmanager
+def _cluster(dsn: str | None, size: int):
+    from dataclasses import replace
+
+    from .engine.cluster import open_cluster
+    from .errors import UsageError
+
+    if dsn:
+        raise UsageError(f"this needs a {size}-node Galera cluster, and --dsn names one server: leave --dsn out to start an embedded cluster")
+    with open_cluster(size) as cluster:
+        yield replace(cluster.node(1), nodes=tuple(node.params for node in cluster.nodes))
 
 
 def note_interrupt() -> None:

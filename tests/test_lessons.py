@@ -30,9 +30,10 @@ def test_verify_every_lesson_on_the_embedded_default():
 
 @pytest.mark.skipif(not local_server_reachable(), reason="no server on 127.0.0.1:3306")
 def test_verify_every_lesson_on_the_local_server():
-    done = cli("verify", *[str(p) for p in LESSONS], "--dsn", LOCAL_DSN, timeout=300)
+    single = [p for p in LESSONS if not p.stem.startswith("cluster-")]  # --dsn names one server
+    done = cli("verify", *[str(p) for p in single], "--dsn", LOCAL_DSN, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.count(": ok (") == len(LESSONS)
+    assert done.stdout.count(": ok (") == len(single)
 
 
 @pytest.mark.parametrize("path", TEACHING, ids=lambda p: p.stem)

@@ -57,7 +57,7 @@ def explore(
     note = core.explore_advice(loaded)
     if note and not as_json:
         print(f"-- {note}")
-    with server_for(dsn) as server:
+    with server_for(dsn, loaded.cluster) as server:
         heading(f"-- {loaded.title}: exploring on {server.label} ({server.where})", as_json)
         # Waits take some schedules out of the space, so a run may end before the bar is full.
         with LateProgress("schedules", at_most, quiet=as_json) as advance:

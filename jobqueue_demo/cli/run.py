@@ -11,7 +11,7 @@ import typer
 
 from ..errors import EXIT_INTERRUPTED, EXIT_MISMATCH
 from .matrix import MATRIX_HELP
-from .shared import MAX_SECONDS, Dsn, ShowLocks, StepTimeout, app, color, finite, heading, say, say_notes, server_for
+from .shared import MAX_SECONDS, Cluster, Dsn, ShowLocks, StepTimeout, app, color, finite, heading, say, say_notes, server_for
 
 
 class Layout(str, Enum):
@@ -51,6 +51,7 @@ def run(
     ),
     show_locks: ShowLocks = False,
     matrix: List[str] = typer.Option([], "--matrix", metavar="NAME=V1,V2", help=MATRIX_HELP, show_default=False),
+    cluster: Cluster = None,
 ) -> None:
     """Run a scenario and print its transcript.
 
@@ -64,10 +65,12 @@ def run(
       jobqueue-demo run gap-locks --matrix isolation=read-committed,repeatable-read
       jobqueue-demo run deadlock > handout.txt
       jobqueue-demo run skip-locked --dsn mysql://root@127.0.0.1:3306/test
+      jobqueue-demo run cluster-skip-locked --layout columns
     """
     from .. import api as core
     from ..errors import UsageError
     from ..render.stepper import Interrupted, Pacing, Quit
+    from ..render.transcript import prompted
 
     if fmt is RunFormat.json and layout is Layout.columns:
         raise UsageError("--layout columns is a text layout; leave it out with --format json")
@@ -77,7 +80,7 @@ def run(
         _lesson_matrix([loaded], dsn, matrix, step_timeout, checking=False)
         return
     show = _run_view(loaded, layout, fmt)
-    with server_for(dsn) as server:
+    with server_for(dsn, cluster or loaded.cluster) as server:
         # Part of the transcript, so a handout written with `> file` starts with it; JSON
         # Lines keep standard output for events only.
         heading(f"-- {loaded.title}: on {server.label} ({server.where})", fmt is RunFormat.json)
@@ -85,7 +88,7 @@ def run(
 
             def on_event(event) -> None:
                 gate(event)
-                show(event)
+                show(prompted(event, loaded.prompts) if fmt is RunFormat.text else event)
 
             try:
                 report = core.run(loaded, server, step_timeout, on_event, show_locks)
@@ -138,10 +141,10 @@ def _run_view(loaded, layout: Layout, fmt: RunFormat):
         from ..render.columns import ColumnsView
 
         width = shutil.get_terminal_size().columns
-        return ColumnsView(sys.stdout, loaded.session_names, width, sys.stdout.isatty()).write
+        return ColumnsView(sys.stdout, tuple(loaded.prompts.values()), width, sys.stdout.isatty()).write
     from ..render.transcript import TranscriptWriter, event_lines
 
-    writer = TranscriptWriter(sys.stdout, loaded.session_names, color())
+    writer = TranscriptWriter(sys.stdout, tuple(loaded.prompts.values()), color())
     return lambda event: writer.write(event_lines(event))
 
 
@@ -198,7 +201,7 @@ def export(
     if output != "-":
         check_writable(output)
     loaded = core.load(scenario)
-    with server_for(dsn) as server:
+    with server_for(dsn, loaded.cluster) as server:
         say(f"-- {loaded.title}: on {server.label} ({server.where})")
         try:
             page = core.lesson_page(loaded, server, step_timeout, fmt.value, show_locks)
@@ -237,6 +240,7 @@ def verify(
     dsn: Dsn = None,
     step_timeout: StepTimeout = 10.0,
     matrix: List[str] = typer.Option([], "--matrix", metavar="NAME=V1,V2", help=MATRIX_HELP, show_default=False),
+    cluster: Cluster = None,
 ) -> None:
     """Run scenarios and check every step against its expectation.
 
@@ -247,35 +251,51 @@ def verify(
     Example:
       jobqueue-demo verify skip-locked nowait outbox
       jobqueue-demo verify skip-locked --matrix innodb_snapshot_isolation=ON,OFF
+      jobqueue-demo verify cluster-skip-locked
+      jobqueue-demo verify skip-locked --cluster 3
     """
     from .. import api as core
-    from ..errors import StuckRun
 
     loaded = [core.load(s) for s in scenarios]
     if matrix:
         _lesson_matrix(loaded, dsn, matrix, step_timeout, checking=True)
         return
+    # Cluster lessons run on an embedded cluster, the others on the one server.
+    groups: dict[int | None, list] = {}
+    for item in loaded:
+        groups.setdefault(cluster or item.cluster, []).append(item)
     failed = 0
-    with server_for(dsn) as server:
-        for item in loaded:
-            try:
-                report = core.run(item, server, step_timeout)
-            except StuckRun as stuck:
-                failed += 1
-                print(f"{item.path}: {len(stuck.mismatches)} expectation(s) not met, then the run got stuck")
-                _print_mismatches(stuck.mismatches)
-                print(f"  {stuck}")
-                continue
-            if report.mismatches:
-                failed += 1
-                print(f"{item.path}: {len(report.mismatches)} expectation(s) not met")
-                _print_mismatches(report.mismatches)
-            else:
-                print(f"{item.path}: ok ({report.checked} expectation(s))")
-        if failed:
-            print(f"{failed} of {len(loaded)} scenario(s) differ on {server.label}")
-            raise typer.Exit(EXIT_MISMATCH)
-        print(f"Verified against {server.label}")
+    for size, items in groups.items():
+        with server_for(dsn, size) as server:
+            failed += _verify_on(items, server, step_timeout)
+    if failed:
+        print(f"{failed} of {len(loaded)} scenario(s) differ on {server.label}")
+        raise typer.Exit(EXIT_MISMATCH)
+    print(f"Verified against {server.label}")
+
+
+def _verify_on(items: list, server, step_timeout: float) -> int:
+    """How many of `items` differ from their expectations, each told as it is run."""
+    from .. import api as core
+    from ..errors import StuckRun
+
+    failed = 0
+    for item in items:
+        try:
+            report = core.run(item, server, step_timeout)
+        except StuckRun as stuck:
+            failed += 1
+            print(f"{item.path}: {len(stuck.mismatches)} expectation(s) not met, then the run got stuck")
+            _print_mismatches(stuck.mismatches)
+            print(f"  {stuck}")
+            continue
+        if report.mismatches:
+            failed += 1
+            print(f"{item.path}: {len(report.mismatches)} expectation(s) not met")
+            _print_mismatches(report.mismatches)
+        else:
+            print(f"{item.path}: ok ({report.checked} expectation(s))")
+    return failed
 
 
 def _print_mismatches(mismatches) -> None:
@@ -313,7 +333,7 @@ def record(
             f"{name} is a lesson shipped with jobqueue-demo; record a copy "
             f"(jobqueue-demo show {name} --source > my-{name}.yaml), or pass --in-place to rewrite it"
         )
-    with server_for(dsn) as server:
+    with server_for(dsn, loaded.cluster) as server:
         written = core.record(loaded, server, step_timeout)
     print(f"{loaded.path}: recorded {written} statement result(s); {core.verified_line(server)}")
 

@@ -47,6 +47,13 @@ def finite(value: float | None) -> float | None:
     return value
 
 
+Cluster = Annotated[
+    Optional[int],
+    typer.Option(
+        "--cluster", metavar="NODES", min=2, max=9, show_default=False,
+        help="Run on a private embedded Galera cluster of NODES nodes (a lesson with 'cluster:' starts one itself).",
+    ),
+]
 Dsn = Annotated[Optional[str], typer.Option("--dsn", help=DSN_HELP, show_default=False)]
 SHOW_LOCKS_HELP = (
     "After each statement that locked rows, how many index records it locked against the rows it "
@@ -91,11 +98,11 @@ def _options(
     options.allow_shared_user = allow_shared_user
 
 
-def server_for(dsn: str | None):
-    """The server for a command, as the global options say."""
+def server_for(dsn: str | None, cluster: int | None = None):
+    """The server for a command, as the global options say; `cluster`: an embedded Galera cluster."""
     from .. import api as core
 
-    return core.server(dsn, options.allow_shared_user)
+    return core.server(dsn, options.allow_shared_user, cluster)
 
 
 def color() -> bool:

@@ -43,6 +43,9 @@ GCACHE_SIZE = "8M"
 JOIN_TIMEOUT_S = 60.0
 SHUTDOWN_TIMEOUT_S = 60.0
 MAX_NODES = 9
+PORTS_PER_NODE = 3  # SQL, Galera group communication, incremental state transfer
+# A port found free may be taken by another process before a node binds it.
+START_ATTEMPTS = 3
 NODE_DSN = re.compile(r"^node(\d+)=(.+)$", re.DOTALL)
 
 
@@ -117,7 +120,7 @@ def ensure_cluster_template(binary: srv.ServerBinary, provider: Path) -> tuple[s
 def _build_cluster_template(binary: srv.ServerBinary, template: srv.Template, provider: Path, final: Path) -> None:
     shutil.rmtree(final, ignore_errors=True)
     build = Path(tempfile.mkdtemp(prefix=f"{final.name}.build-", dir=final.parent))
-    node = Node(build / "node", 1, template.datadir)
+    node = Node(build / "node", 1, template.datadir, free_ports(PORTS_PER_NODE))
     try:
         node.prepare()
         # One node that founds the cluster: gcomm:// with nobody to meet.
@@ -143,22 +146,25 @@ def _build_cluster_template(binary: srv.ServerBinary, template: srv.Template, pr
 # --- one node ------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports free now; all probes are held open together so none repeats.
+
+    Another process may still take one before a node binds it: start() then retries."""
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
 
 
 class Node:
     """One mariadbd with wsrep on: its own data, socket, tmp dir, SQL port and Galera ports."""
 
-    def __init__(self, workdir: Path, number: int, source: Path) -> None:
+    def __init__(self, workdir: Path, number: int, source: Path, ports: list[int]) -> None:
         self.workdir = workdir
         self.number = number
         self.source = source
-        self.port = free_port()
-        self.gcomm_port = free_port()
-        self.ist_port = free_port()
+        self.port, self.gcomm_port, self.ist_port = ports
         self.gcomm_id = str(uuid.uuid4())
         self.process = None
 
@@ -236,7 +242,14 @@ class EmbeddedCluster(srv.Throwaway):
         template, datadir = ensure_cluster_template(binary, provider)
         srv._running.add(self)
         try:
-            self._boot(binary, template, provider, datadir)
+            for attempt in range(1, START_ATTEMPTS + 1):
+                try:
+                    self._boot(binary, template, provider, datadir)
+                    return
+                except StartFailed:
+                    if attempt == START_ATTEMPTS:
+                        raise
+                    self._discard_nodes()
         except OSError as exc:
             self.stop()
             raise ServerError(f"cannot start the embedded cluster: {exc}") from exc
@@ -245,9 +258,14 @@ class EmbeddedCluster(srv.Throwaway):
             raise
 
     def _boot(self, binary, template, provider: Path, datadir: Path) -> None:
-        self.workdir = Path(tempfile.mkdtemp(prefix=srv.WORKDIR_PREFIX))
-        self._owner = hold(self.workdir)
-        self.nodes = [Node(self.workdir / f"node{i}", i, datadir) for i in range(1, self.size + 1)]
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix=srv.WORKDIR_PREFIX))
+            self._owner = hold(self.workdir)
+        ports = free_ports(PORTS_PER_NODE * self.size)
+        self.nodes = [
+            Node(self.workdir / f"node{i}", i, datadir, ports[(i - 1) * PORTS_PER_NODE : i * PORTS_PER_NODE])
+            for i in range(1, self.size + 1)
+        ]
         address = "gcomm://" + ",".join(f"127.0.0.1:{n.gcomm_port}" for n in self.nodes)
         for node in self.nodes:
             node.prepare()
@@ -271,6 +289,13 @@ class EmbeddedCluster(srv.Throwaway):
                     time.sleep(srv.POLL_INTERVAL_S * 5)
             finally:
                 conn.close()
+
+    def _discard_nodes(self) -> None:
+        """Every node stopped and its directory removed; the run's directory stays."""
+        nodes, self.nodes = self.nodes, []
+        for node in nodes:
+            node.kill()
+            shutil.rmtree(node.workdir, ignore_errors=True)
 
     def stop(self) -> None:
         nodes, workdir = self.nodes, self.workdir

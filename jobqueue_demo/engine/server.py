@@ -223,6 +223,8 @@ class ServerInfo:
     embedded: bool = False
     # Scenario SQL runs as the DSN's user instead of a per-run user (--allow-shared-user).
     shared_user: bool = False
+    # A Galera cluster's nodes, node 1 first (params is node 1's); empty for one server.
+    nodes: tuple[ConnectParams, ...] = ()
 
     @property
     def label(self) -> str:
@@ -231,6 +233,8 @@ class ServerInfo:
     @property
     def where(self) -> str:
         # The embedded server's socket path is a random temp name, of no use to a reader.
+        if self.nodes:
+            return f"embedded {len(self.nodes)}-node Galera cluster" if self.embedded else f"{len(self.nodes)}-node cluster"
         return "embedded throwaway server" if self.embedded else self.params.display()
 
     @property

@@ -7,6 +7,7 @@ Opened once, reset between explore's schedules, and closed leaving nothing behin
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..engine import control
@@ -14,7 +15,7 @@ from ..engine.scratch import ScratchDatabase
 from ..engine.server import ServerInfo
 from ..engine.session import Session
 from ..engine.waits import WaitMonitor
-from ..errors import ScenarioError, ServerError
+from ..errors import ScenarioError, ServerError, UsageError
 from ..scenario.model import Scenario, SessionSpec
 from .settle import POLL_FIRST_S, POLL_MAX_S
 
@@ -26,6 +27,8 @@ class Connections:
     """Everything a run holds open on the server; `sessions` by name, replaced on reconnect."""
 
     def __init__(self, scenario: Scenario, server: ServerInfo, step_timeout: float, settings: tuple[str, ...]):
+        if scenario.cluster and len(server.nodes) < scenario.cluster:
+            raise UsageError(f"{scenario.path} needs a {scenario.cluster}-node Galera cluster; this server is not one")
         self.scenario = scenario
         self.server = server
         self.step_timeout = step_timeout
@@ -43,6 +46,9 @@ class Connections:
         # Threads of sessions disconnected during a lock wait: the server ends them only when
         # the wait ends, so they are killed before the database is reset or dropped.
         self._orphans: list[int] = []
+        # A cluster's other nodes number their threads themselves: a session there is
+        # killed from a control connection to its own node, opened when first needed.
+        self._node_controls: dict[int, object] = {}
 
     def open(self) -> None:
         self.scratch.open()
@@ -84,7 +90,7 @@ class Connections:
         self.end_orphans()
         for name, session in list(self.sessions.items()):
             if session.busy and not session.closed:
-                self.kill_quietly(session.thread_id)
+                self.kill_quietly(session.thread_id, self.specs[name].node)
                 session.close()
             if not session.closed:
                 try:
@@ -113,7 +119,11 @@ class Connections:
             raise ScenarioError(self.scenario.path, f"setup failed: ERROR {e.args[0]}: {e.args[-1]}") from None
 
     def _connect(self, spec: SessionSpec) -> Session:
-        conn = self.scratch.session_params.connect(database=self.database, answer_timeout=self.step_timeout)
+        params = self.scratch.session_params
+        if spec.node is not None:
+            node = self.server.nodes[spec.node - 1]
+            params = replace(params, host=node.host, port=node.port, unix_socket=node.unix_socket)
+        conn = params.connect(database=self.database, answer_timeout=self.step_timeout)
         self._apply_settings(conn, spec)
         return Session(spec.name, conn, conn.thread_id())
 
@@ -126,6 +136,8 @@ class Connections:
             settings.append(dialect.row_lock_timeout(spec.innodb_lock_wait_timeout))
         if spec.lock_wait_timeout is not None:
             settings.append(dialect.metadata_lock_timeout(spec.lock_wait_timeout))
+        if spec.wsrep_sync_wait is not None:
+            settings.append(f"wsrep_sync_wait = {spec.wsrep_sync_wait}")
         settings += self.settings
         if settings:
             conn.query(dialect.set_session(settings).encode())
@@ -137,10 +149,13 @@ class Connections:
         A session stuck in a lock wait would not notice its socket closing, and its locks
         would hold DROP DATABASE, so sessions are killed from the control connection.
         """
-        for session in self.sessions.values():
+        for name, session in self.sessions.items():
             if not session.closed and self.control is not None:
-                self.kill_quietly(session.thread_id)
+                self.kill_quietly(session.thread_id, self.specs[name].node)
             session.close()
+        for conn in self._node_controls.values():
+            conn.close()
+        self._node_controls.clear()
         self.end_orphans(wait=False)  # DROP DATABASE waits for their locks anyway
         if self.user_conn is not None:
             try:
@@ -164,21 +179,26 @@ class Connections:
                 self.wait_gone(thread_id, time.perf_counter() + self.step_timeout)
         self._orphans.clear()
 
-    def kill_quietly(self, thread_id: int) -> None:
+    def kill_quietly(self, thread_id: int, node: int | None = None) -> None:
         try:
-            self.execute(self.server.dialect.kill_connection(thread_id))
+            self.execute(self.server.dialect.kill_connection(thread_id), node)
         except ServerError:
             pass  # already gone
 
     def kill_statement(self, session: Session) -> None:
-        self.execute(self.server.dialect.kill_statement(session.thread_id))
+        self.execute(self.server.dialect.kill_statement(session.thread_id), self.specs[session.name].node)
 
     def kill_connection(self, session: Session) -> None:
-        self.execute(self.server.dialect.kill_connection(session.thread_id))
+        self.execute(self.server.dialect.kill_connection(session.thread_id), self.specs[session.name].node)
 
-    def execute(self, sql: str) -> None:
-        """The tool's own SQL on the control connection."""
-        control.execute(self.control, sql)
+    def execute(self, sql: str, node: int | None = None) -> None:
+        """The tool's own SQL on the control connection (of a cluster's `node`, when not node 1)."""
+        if node is None or node == 1:
+            control.execute(self.control, sql)
+            return
+        if node not in self._node_controls:
+            self._node_controls[node] = self.server.nodes[node - 1].connect(database=None)
+        control.execute(self._node_controls[node], sql)
 
     def wait_gone(self, thread_id: int, deadline: float) -> bool:
         """Whether the server has ended the connection before `deadline`."""

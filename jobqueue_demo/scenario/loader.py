@@ -36,9 +36,10 @@ SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 24
 SESSION_NAME_MAX = 32
-TOP_KEYS = {"title", "summary", "description", "setup", "sessions", "steps", "why", "verified", "invariants", "explore"}
+TOP_KEYS = {"title", "summary", "description", "setup", "sessions", "steps", "why", "verified", "invariants", "explore", "cluster"}
 STATEMENT_KEYS = {"comment", "expect", "capture"}
-SESSION_KEYS = {"isolation", "innodb_lock_wait_timeout", "lock_wait_timeout"}
+SESSION_KEYS = {"isolation", "innodb_lock_wait_timeout", "lock_wait_timeout", "node", "wsrep_sync_wait"}
+MAX_CLUSTER_NODES = 9
 EXPECT_KEYS = {"ok", "columns", "rows", "affected", "error", "waits"}
 
 
@@ -215,6 +216,7 @@ class _Builder:
                 self.fail(root, f"missing '{required}'")
         sessions = self.sessions(top["sessions"][1])
         names = {s.name for s in sessions}
+        cluster = self.cluster(top, sessions)
         return Scenario(
             path=self.path,
             title=self.text_of(top["title"][1], "title").strip(),
@@ -227,8 +229,22 @@ class _Builder:
             steps=self.steps(top["steps"][1], names),
             invariants=self.invariants(top["invariants"][1]) if "invariants" in top else (),
             explore=self.explore_variant(top["explore"][1]) if "explore" in top else None,
+            cluster=cluster,
             source=self.text,
         )
+
+    def cluster(self, top, sessions: tuple[SessionSpec, ...]) -> int | None:
+        """`cluster: N` (Galera nodes); every session's `node:` must be one of them."""
+        if "cluster" not in top:
+            for spec in sessions:
+                if spec.node is not None:
+                    self.fail(top["sessions"][1], f"session {spec.name} names a node: say how many with 'cluster: N'")
+            return None
+        size = self.int_of(top["cluster"][1], "cluster", 2, MAX_CLUSTER_NODES)
+        for spec in sessions:
+            if spec.node is not None and spec.node > size:
+                self.fail(top["sessions"][1], f"session {spec.name}: node {spec.node} of a {size}-node cluster")
+        return size
 
     def explore_variant(self, node: yaml.Node) -> str:
         """The name of a lesson written to be explored: next to this file, or shipped."""
@@ -287,6 +303,10 @@ class _Builder:
         timeouts = {
             k: self.int_of(fields[k][1], k, 1, 31536000) for k in ("innodb_lock_wait_timeout", "lock_wait_timeout") if k in fields
         }
+        if "node" in fields:
+            timeouts["node"] = self.int_of(fields["node"][1], "node", 1, MAX_CLUSTER_NODES)
+        if "wsrep_sync_wait" in fields:
+            timeouts["wsrep_sync_wait"] = self.int_of(fields["wsrep_sync_wait"][1], "wsrep_sync_wait", 0, 15)
         return SessionSpec(name, isolation, **timeouts)
 
     def steps(self, node: yaml.Node, names: set[str]) -> tuple:
