@@ -119,15 +119,21 @@ class Connections:
             raise ScenarioError(self.scenario.path, f"setup failed: ERROR {e.args[0]}: {e.args[-1]}") from None
 
     def _connect(self, spec: SessionSpec) -> Session:
-        params = self.scratch.session_params
-        if spec.node is not None:
+        if spec.node is None:
+            conn = self.scratch.session_params.connect(database=self.database, answer_timeout=self.step_timeout)
+        else:
+            # The database may not exist on this node yet: it is chosen once the node caught up.
             node = self.server.nodes[spec.node - 1]
-            params = replace(params, host=node.host, port=node.port, unix_socket=node.unix_socket)
-        conn = params.connect(database=self.database, answer_timeout=self.step_timeout)
+            params = replace(self.scratch.session_params, host=node.host, port=node.port, unix_socket=node.unix_socket)
+            conn = params.connect(database=None, answer_timeout=self.step_timeout)
+            _catch_up(conn)
+            conn.select_db(self.database)
         self._apply_settings(conn, spec)
         return Session(spec.name, conn, conn.thread_id())
 
     def _apply_settings(self, conn, spec: SessionSpec) -> None:
+        if spec.node is not None:
+            _catch_up(conn)
         dialect = self.server.dialect
         settings = []
         if spec.isolation:
@@ -215,3 +221,12 @@ class Connections:
         names = {s.thread_id: s.name for s in self.sessions.values()}
         names[self.control.thread_id()] = "the control connection"
         return names
+
+
+def _catch_up(conn) -> None:
+    """Wait until this connection's Galera node has applied everything committed so far (the
+    setup, run on node 1), so a lesson starts from the same rows on every node."""
+    conn.query(b"SET SESSION wsrep_sync_wait = 1")
+    conn.query(b"SELECT 1")
+    conn.store_result()
+    conn.query(b"SET SESSION wsrep_sync_wait = DEFAULT")
