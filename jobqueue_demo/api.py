@@ -279,6 +279,15 @@ def run_workers(config, server, on_progress: Callable | None = None):
     return run_crew(config, server, on_progress)
 
 
+def compare_cluster(config, server, on_progress: Callable | None = None):
+    """The workers spread over the cluster's nodes, on node 1 only, and on a single embedded
+    server, one after the other: a ClusterComparison."""
+    from .workers.cluster import compare
+    from .workers.crew import run_workers as run_crew
+
+    return compare(config, server, run_crew, on_progress)
+
+
 def sweep_config(
     strategies: str, workers: str | None, isolations: str, jobs: int | None, full: bool, batch: int, work_ms: float,
     repeat: int, kill: int,

@@ -179,3 +179,18 @@ def test_stop_removes_every_node_and_its_directory(cluster):
     two.stop()
     assert not workdir.exists()
     assert not any(alive(pid) for pid in pids)
+
+
+def test_workers_spread_over_the_nodes_double_the_effects_but_not_the_completions(galera):
+    from jobqueue_demo.workers.cluster import compare
+    from jobqueue_demo.workers.crew import WorkersConfig, run_workers
+
+    compared = compare(WorkersConfig(workers=4, jobs=120, work_ms=2.0), galera, run_workers)
+    spread = compared.spread
+    assert spread.nodes == 3 and spread.nodes_agree is True
+    assert spread.invariants_hold and spread.completed == 120 and spread.duplicated == 0
+    # Two workers on two nodes claim the same job: one loses certification after its effect.
+    assert spread.deadlocks > 0 and spread.external_duplicates > 0
+    for alone in (compared.one_node, compared.single):
+        assert alone.nodes == 1 and alone.invariants_hold
+        assert alone.deadlocks == 0 and alone.external_duplicates == 0

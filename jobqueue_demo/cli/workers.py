@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from .. import api as core
-from .shared import Dsn, app, say
+from .shared import Cluster, Dsn, app, say
 from ..errors import EXIT_MISMATCH, WorkersStuck
 
 REGISTRY = core.strategies()
@@ -55,6 +55,7 @@ def workers_command(
     state_order: str = typer.Option("done-last", "--state-order", help=STATE_ORDER_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON line instead of a table."),
     dsn: Dsn = None,
+    cluster: Cluster = None,
 ) -> None:
     """Run worker processes on a job queue with one claim strategy and check the result.
 
@@ -69,12 +70,21 @@ def workers_command(
       jobqueue-demo workers --workers 8 --jobs 2000 --strategy skip-locked
       jobqueue-demo workers -w 4 --kill 2 --idempotency-key --json
       jobqueue-demo workers -w 8 --jobs 600 --work-ms 5 --kill 3 --strategy lease-heartbeat
+      jobqueue-demo workers --cluster 3 -w 6 --jobs 300
+
+    With --cluster N the workers are spread over a private N-node Galera cluster (worker i on
+    node i mod N + 1), every node is checked, and the same workers then run on node 1 only
+    and on a single server, for the throughput, certification failures and effects run twice
+    of each.
     """
     config = core.workers_config(
         strategy=strategy, isolation=isolation, workers=workers, jobs=jobs, batch=batch, work_ms=work_ms, kill=kill,
         idempotency_key=idempotency_key, state_order=state_order, lease_ms=lease_ms,
     )
     out, err = _consoles()
+    if cluster:
+        _on_cluster(config, dsn, cluster, out, as_json)
+        return
     with core.server(dsn) as server:
         say(
             f"-- workers: {strategy}, {workers} worker(s), {jobs} job(s), {isolation} "
@@ -87,6 +97,20 @@ def workers_command(
             raise
     _report(summary, out, as_json)
     if not summary.invariants_hold:
+        raise typer.Exit(EXIT_MISMATCH)
+
+
+def _on_cluster(config, dsn, size: int, out, as_json: bool) -> None:
+    with core.server(dsn, cluster=size) as server:
+        say(f"-- workers: {config.strategy}, {config.workers} worker(s), {config.jobs} job(s) on {server.label} ({server.where})")
+        compared = core.compare_cluster(config, server)
+    if as_json:
+        print(json.dumps(compared.as_dict()))
+    else:
+        _report(compared.spread, out, as_json)
+        for line in compared.lines():
+            print(line)
+    if not compared.invariants_hold:
         raise typer.Exit(EXIT_MISMATCH)
 
 
@@ -142,6 +166,7 @@ def bench_command(
     plot: str = typer.Option("workers-bench.png", "--plot", help="Where to write the plot (.png or .svg); '' for none."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as one JSON line instead of a table."),
     dsn: Dsn = None,
+    cluster: Cluster = None,
 ) -> None:
     """Sweep claim strategies x workers x isolation, next to the same-run ceiling.
 
@@ -154,10 +179,13 @@ def bench_command(
     Example:
       jobqueue-demo bench
       jobqueue-demo bench --jobs 300 --workers 2,4 --strategies skip-locked,lease --kill 1 --json
+      jobqueue-demo bench --cluster 3 --jobs 200 --workers 3,6 --strategies skip-locked --isolation read-committed --plot ''
+
+    With --cluster N every run spreads its workers over a private N-node Galera cluster.
     """
     config = core.sweep_config(strategies, workers, isolations, jobs, full, batch, work_ms, repeat, kill)
     _, err = _consoles()
-    with core.server(dsn) as server:
+    with core.server(dsn, cluster=cluster) as server:
         say(f"-- bench on {server.label} ({server.where}): {config.runs} runs")
         result = _sweep_with_progress(config, server, err, as_json)
     plotted = bool(plot) and core.write_plot(result, plot)

@@ -21,7 +21,7 @@ import random
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import claimers
@@ -205,16 +205,20 @@ class WorkersSummary:
     lease_ms: float
     state_order: str
     per_worker: list[WorkerView] = field(default_factory=list)
+    nodes: int = 1  # the Galera nodes the workers were spread over
+    nodes_agree: bool | None = None  # every node holds the same jobs and completions (a cluster)
 
     @property
     def invariants_hold(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0 and self.completed == self.jobs
+        return self.lost == 0 and self.duplicated == 0 and self.completed == self.jobs and self.nodes_agree is not False
 
     @property
     def verdict(self) -> str:
         """One line that says whether the run kept its promises."""
         if self.invariants_hold:
-            return "invariants hold: no job lost, none done twice"
+            return "invariants hold: no job lost, none done twice" + (" on every node" if self.nodes > 1 else "")
+        if self.nodes_agree is False:
+            return "invariants violated: the nodes disagree on the jobs or completions"
         return (
             f"invariants violated: {self.lost} lost, {self.duplicated} second completion(s), "
             f"{self.completed} of {self.jobs} completed"
@@ -407,8 +411,10 @@ class Crew:
     def total(self, which: Field) -> int:
         return sum(self.counter(i, which) for i in range(self.size))
 
-    def thread_ids(self) -> list[int]:
-        return [t for t in (self.counter(i, Field.THREAD_ID) for i in range(self.size)) if t]
+    def thread_ids(self, nodes: int = 1) -> list[int]:
+        """The workers' server threads; on a cluster of `nodes`, node 1's only (worker i is on
+        node i mod N + 1), since another node's thread ids name other threads on node 1."""
+        return [t for t in (self.counter(i, Field.THREAD_ID) for i in range(0, self.size, nodes)) if t]
 
     @property
     def running(self) -> bool:
@@ -542,14 +548,26 @@ def run_workers(config: WorkersConfig, server: ServerInfo, on_progress: Progress
     `config.stall_s`.
     """
     validate(config)
+    if config.kill and len(server.nodes) > 1:
+        raise UsageError("--kill watches the killed worker's thread on one server: leave it out with --cluster")
     with Scratch(server) as scratch:
         scratch.prepare(config.jobs, schema(config.state_order))
         crew = Crew(config.workers)
         try:
+            if len(server.nodes) > 1:
+                return _on_nodes(config, server, scratch, crew, on_progress)
             return _run(config, server, scratch, crew, on_progress)
         finally:
             crew.stop()
-            scratch.kill_threads(crew.thread_ids())
+            scratch.kill_threads(crew.thread_ids(max(1, len(server.nodes))))
+
+
+def _on_nodes(config: WorkersConfig, server: ServerInfo, scratch: Scratch, crew: Crew, on_progress) -> WorkersSummary:
+    from .cluster import agree, catch_up, node_states
+
+    catch_up(server, scratch.name)
+    summary = _run(config, server, scratch, crew, on_progress)
+    return replace(summary, nodes=len(server.nodes), nodes_agree=agree(node_states(server, scratch.name)))
 
 
 def _run(config: WorkersConfig, server: ServerInfo, scratch: Scratch, crew: Crew, on_progress) -> WorkersSummary:
@@ -578,7 +596,8 @@ def _specs(config: WorkersConfig, server: ServerInfo, database: str) -> list[Wor
     return [
         WorkerSpec(
             index=i,
-            params=server.params,
+            # On a cluster, worker i talks to node i mod N.
+            params=server.nodes[i % len(server.nodes)] if server.nodes else server.params,
             database=database,
             strategy=config.strategy,
             session_sql=(settings,),
