@@ -194,3 +194,10 @@ def test_workers_spread_over_the_nodes_double_the_effects_but_not_the_completion
     for alone in (compared.one_node, compared.single):
         assert alone.nodes == 1 and alone.invariants_hold
         assert alone.deadlocks == 0 and alone.external_duplicates == 0
+
+
+def test_explore_finds_the_email_sent_twice_across_two_nodes():
+    done = cli("explore", "cluster-skip-locked-explore", "--sample", "600", "--seed", "1", timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "embedded 3-node Galera cluster" in done.stdout
+    assert "\"no job's email sent twice\" violated" in done.stdout

@@ -19,6 +19,8 @@ from ..errors import ScenarioError, ServerError, UsageError
 from ..scenario.model import Scenario, SessionSpec
 from .settle import POLL_FIRST_S, POLL_MAX_S
 
+CATCH_UP_TIMEOUT_S = 30.0
+
 if TYPE_CHECKING:  # explore's resets only: imported where they are made, off run's start-up
     from ..engine.snapshot import Survey, TableSnapshot
 
@@ -87,6 +89,10 @@ class Connections:
         """
         import MySQLdb
 
+        if self.server.nodes:
+            # Node 1 first applies what the other nodes committed: the invariants read it, and
+            # a reset running beside a late write set would be rolled back by it (ERROR 1213).
+            _catch_up(self.control, self._cluster_seqno())
         self.end_orphans()
         for name, session in list(self.sessions.items()):
             if session.busy and not session.closed:
@@ -101,6 +107,31 @@ class Connections:
                 except MySQLdb.OperationalError:
                     session.close()  # killed by a fault step: the server has already ended it
             self.sessions[name] = self._connect(self.specs[name])
+
+    def catch_up(self) -> None:
+        """On a cluster, every session's node applies what node 1 committed (explore's reset),
+        so the next schedule starts from the same rows on every node."""
+        seqno = _last_committed(self.control)
+        for node in self._nodes():
+            _catch_up(self._control_of(node), seqno)
+
+    def _nodes(self) -> set[int]:
+        """The cluster nodes other than node 1 that sessions of this run are on."""
+        return {s.node for s in self.scenario.sessions if s.node not in (None, 1)}
+
+    def _cluster_seqno(self) -> int:
+        """The newest write set any node of the run's sessions has applied (read from the
+        tool's own connections: a session whose transaction lost certification answers its
+        next statement with ERROR 1213)."""
+        return max([_last_committed(self._control_of(node)) for node in self._nodes()], default=0)
+
+    def _control_of(self, node: int):
+        """The tool's own connection to a cluster node, opened when first needed."""
+        if node == 1:
+            return self.control
+        if node not in self._node_controls:
+            self._node_controls[node] = self.server.nodes[node - 1].connect(database=None)
+        return self._node_controls[node]
 
     def reconnect(self, name: str) -> None:
         self.sessions[name].close()
@@ -126,14 +157,12 @@ class Connections:
             node = self.server.nodes[spec.node - 1]
             params = replace(self.scratch.session_params, host=node.host, port=node.port, unix_socket=node.unix_socket)
             conn = params.connect(database=None, answer_timeout=self.step_timeout)
-            _catch_up(conn)
+            _catch_up(self._control_of(spec.node), _last_committed(self.control))
             conn.select_db(self.database)
         self._apply_settings(conn, spec)
         return Session(spec.name, conn, conn.thread_id())
 
     def _apply_settings(self, conn, spec: SessionSpec) -> None:
-        if spec.node is not None:
-            _catch_up(conn)
         dialect = self.server.dialect
         settings = []
         if spec.isolation:
@@ -199,12 +228,7 @@ class Connections:
 
     def execute(self, sql: str, node: int | None = None) -> None:
         """The tool's own SQL on the control connection (of a cluster's `node`, when not node 1)."""
-        if node is None or node == 1:
-            control.execute(self.control, sql)
-            return
-        if node not in self._node_controls:
-            self._node_controls[node] = self.server.nodes[node - 1].connect(database=None)
-        control.execute(self._node_controls[node], sql)
+        control.execute(self._control_of(node or 1), sql)
 
     def wait_gone(self, thread_id: int, deadline: float) -> bool:
         """Whether the server has ended the connection before `deadline`."""
@@ -223,10 +247,19 @@ class Connections:
         return names
 
 
-def _catch_up(conn) -> None:
-    """Wait until this connection's Galera node has applied everything committed so far (the
-    setup, run on node 1), so a lesson starts from the same rows on every node."""
-    conn.query(b"SET SESSION wsrep_sync_wait = 1")
-    conn.query(b"SELECT 1")
-    conn.store_result()
-    conn.query(b"SET SESSION wsrep_sync_wait = DEFAULT")
+def _last_committed(conn) -> int:
+    """The cluster-wide seqno of the last write set this connection's node has applied."""
+    found = control.rows(conn, "SHOW STATUS LIKE 'wsrep_last_committed'")
+    return int(control.text(found[0][1])) if found else 0
+
+
+def _catch_up(conn, seqno: int) -> None:
+    """Wait until this connection's Galera node has applied the cluster's write sets up to
+    `seqno` (wsrep_sync_wait is not used: a statement without tables skips it)."""
+    deadline = time.perf_counter() + CATCH_UP_TIMEOUT_S
+    interval = POLL_FIRST_S
+    while _last_committed(conn) < seqno:
+        if time.perf_counter() > deadline:
+            raise ServerError(f"a cluster node did not apply write set {seqno} within {CATCH_UP_TIMEOUT_S:.0f} s")
+        time.sleep(interval)
+        interval = min(interval * 2, POLL_MAX_S)
