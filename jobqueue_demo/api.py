@@ -32,9 +32,10 @@ def load(name: str) -> Scenario:
 
 
 @contextmanager
-def server(dsn: str | None, allow_shared_user: bool = False, cluster: int | None = None):
+def server(dsn: str | None, allow_shared_user: bool = False, cluster: int | None = None, nodes: tuple[str, ...] = ()):
     """The server to run on, after sweeping what runs killed earlier left there and here;
-    with `cluster`, node 1 of an embedded Galera cluster of that many nodes."""
+    with `cluster`, node 1 of a Galera cluster of that many nodes: the one `nodes` names
+    (nodeN=mysql://…), else an embedded one."""
     from dataclasses import replace
 
     from .engine.leftovers import sweep_dirs, sweep_server
@@ -42,7 +43,7 @@ def server(dsn: str | None, allow_shared_user: bool = False, cluster: int | None
 
     sweep_dirs()
     if cluster:
-        with _cluster(dsn, cluster) as info:
+        with _cluster(dsn, cluster, nodes) as info:
             yield replace(info, shared_user=allow_shared_user)
         return
     with open_server(dsn) as info:
@@ -53,16 +54,39 @@ def server(dsn: str | None, allow_shared_user: bool = False, cluster: int | None
 
 
 @contextmanager
-def _cluster(dsn: str | None, size: int):
+def _cluster(dsn: str | None, size: int, nodes: tuple[str, ...]):
     from dataclasses import replace
 
     from .engine.cluster import open_cluster
     from .errors import UsageError
 
     if dsn:
-        raise UsageError(f"this needs a {size}-node Galera cluster, and --dsn names one server: leave --dsn out to start an embedded cluster")
-    with open_cluster(size) as cluster:
+        raise UsageError(
+            f"this needs a {size}-node Galera cluster, and --dsn names one server: leave --dsn out "
+            "to start an embedded cluster, or name each node (--dsn node1=mysql://… --dsn node2=…)"
+        )
+    if nodes and len(nodes) < size:
+        raise UsageError(f"this needs a {size}-node Galera cluster, and --dsn names {len(nodes)} node(s)")
+    with open_cluster(size, list(nodes)) as cluster:
         yield replace(cluster.node(1), nodes=tuple(node.params for node in cluster.nodes))
+
+
+def split_dsns(dsn: str | list[str] | None) -> tuple[str | None, tuple[str, ...]]:
+    """(one server's DSN, a cluster's nodeN=… DSNs) from the --dsn options; one is empty."""
+    given = [dsn] if isinstance(dsn, str) else list(dsn or ())
+    if not given:
+        return None, ()
+    if len(given) == 1 and not given[0].lstrip().startswith("node"):
+        return given[0], ()  # the cluster module (and socket) stay unimported on a plain run
+    from .engine.cluster import NODE_DSN
+    from .errors import UsageError
+
+    nodes = tuple(d for d in given if NODE_DSN.match(d.strip()))
+    if nodes and len(nodes) != len(given):
+        raise UsageError("--dsn names one server, or every node of a cluster as nodeN=mysql://…, not both")
+    if not nodes and len(given) > 1:
+        raise UsageError("--dsn given more than once: name one server, or each node of a cluster as nodeN=mysql://…")
+    return (None, nodes) if nodes else (given[0] if given else None, ())
 
 
 def note_interrupt() -> None:

@@ -201,3 +201,26 @@ def test_explore_finds_the_email_sent_twice_across_two_nodes():
     assert done.returncode == 1, done.stdout + done.stderr
     assert "embedded 3-node Galera cluster" in done.stdout
     assert "\"no job's email sent twice\" violated" in done.stdout
+
+
+def node_dsns(cluster) -> list[str]:
+    return [f"--dsn=node{i}=mysql://root@localhost/?unix_socket={p.unix_socket}" for i, p in enumerate(cluster.params, 1)]
+
+
+def test_a_lesson_runs_on_an_existing_cluster_named_node_by_node(cluster):
+    done = cli("verify", "cluster-skip-locked", "cluster-stale-read", *node_dsns(cluster))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count(": ok (") == 2
+
+
+@pytest.mark.parametrize(
+    "dsns, message",
+    [
+        (["--dsn", "mysql://root@127.0.0.1:9/a", "--dsn", "mysql://root@127.0.0.1:9/b"], "--dsn given more than once"),
+        (["--dsn", "node1=mysql://root@127.0.0.1:9/a", "--dsn", "mysql://root@127.0.0.1:9/b"], "not both"),
+        (["--dsn", "node1=mysql://root@127.0.0.1:9/a"], "names 1 node(s)"),
+    ],
+)
+def test_bad_node_dsns_on_the_command_line_are_one_line(dsns, message):
+    done = cli("run", "cluster-skip-locked", *dsns)
+    assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from .shared import Dsn, StepTimeout, app, color, heading, server_for
+from .shared import Dsns, StepTimeout, app, color, heading, server_for
 from ..errors import EXIT_MISMATCH, UsageError
 from .matrix import MATRIX_HELP
 
@@ -16,7 +16,7 @@ from .matrix import MATRIX_HELP
 @app.command()
 def explore(
     scenario: str = typer.Argument(..., help="Scenario file or lesson name."),
-    dsn: Dsn = None,
+    dsn: Dsns = None,
     faults: str = typer.Option(
         "", "--faults", help="Also let one session give up at every point: rollback, disconnect (comma-separated).",
         show_default=False,

@@ -11,7 +11,7 @@ import typer
 
 from ..errors import EXIT_INTERRUPTED, EXIT_MISMATCH
 from .matrix import MATRIX_HELP
-from .shared import MAX_SECONDS, Cluster, Dsn, ShowLocks, StepTimeout, app, color, finite, heading, say, say_notes, server_for
+from .shared import MAX_SECONDS, Cluster, Dsn, Dsns, ShowLocks, StepTimeout, app, color, finite, heading, say, say_notes, server_for
 
 
 class Layout(str, Enum):
@@ -33,7 +33,7 @@ class PageFormat(str, Enum):
 @app.command()
 def run(
     scenario: str = typer.Argument(..., help="Scenario file or lesson name."),
-    dsn: Dsn = None,
+    dsn: Dsns = None,
     step_timeout: StepTimeout = 10.0,
     step: bool = typer.Option(
         False, "--step", help="Pause before each step and show what comes next: Enter runs it, q quits "
@@ -237,7 +237,7 @@ def _page_format(output: str, asked: Optional[PageFormat]) -> PageFormat:
 @app.command()
 def verify(
     scenarios: List[str] = typer.Argument(..., help="Scenario files or lesson names."),
-    dsn: Dsn = None,
+    dsn: Dsns = None,
     step_timeout: StepTimeout = 10.0,
     matrix: List[str] = typer.Option([], "--matrix", metavar="NAME=V1,V2", help=MATRIX_HELP, show_default=False),
     cluster: Cluster = None,

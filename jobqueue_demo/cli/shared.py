@@ -11,7 +11,7 @@ import math
 import os
 import sys
 from dataclasses import dataclass
-from typing import Annotated, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
@@ -55,6 +55,14 @@ Cluster = Annotated[
     ),
 ]
 Dsn = Annotated[Optional[str], typer.Option("--dsn", help=DSN_HELP, show_default=False)]
+# The commands that can run on a Galera cluster take --dsn once per node.
+Dsns = Annotated[
+    Optional[List[str]],
+    typer.Option(
+        "--dsn", show_default=False,
+        help=DSN_HELP + " A Galera cluster's nodes: once per node, --dsn node1=mysql://… --dsn node2=mysql://…",
+    ),
+]
 SHOW_LOCKS_HELP = (
     "After each statement that locked rows, how many index records it locked against the rows it "
     "returned or changed (InnoDB's count for its transaction)."
@@ -98,11 +106,13 @@ def _options(
     options.allow_shared_user = allow_shared_user
 
 
-def server_for(dsn: str | None, cluster: int | None = None):
-    """The server for a command, as the global options say; `cluster`: an embedded Galera cluster."""
+def server_for(dsn: str | list[str] | None, cluster: int | None = None):
+    """The server for a command, as the global options say; `cluster`: a Galera cluster of that
+    many nodes, embedded unless --dsn names each node (nodeN=…)."""
     from .. import api as core
 
-    return core.server(dsn, options.allow_shared_user, cluster)
+    single, nodes = core.split_dsns(dsn)
+    return core.server(single, options.allow_shared_user, cluster or len(nodes) or None, nodes)
 
 
 def color() -> bool:

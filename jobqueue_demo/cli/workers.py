@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from .. import api as core
-from .shared import Cluster, Dsn, app, say
+from .shared import Cluster, Dsn, Dsns, app, say, server_for
 from ..errors import EXIT_MISMATCH, WorkersStuck
 
 REGISTRY = core.strategies()
@@ -54,7 +54,7 @@ def workers_command(
     lease_ms: Optional[float] = typer.Option(None, "--lease-ms", help=LEASE_HELP, show_default=False),
     state_order: str = typer.Option("done-last", "--state-order", help=STATE_ORDER_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON line instead of a table."),
-    dsn: Dsn = None,
+    dsn: Dsns = None,
     cluster: Cluster = None,
 ) -> None:
     """Run worker processes on a job queue with one claim strategy and check the result.
@@ -82,10 +82,10 @@ def workers_command(
         idempotency_key=idempotency_key, state_order=state_order, lease_ms=lease_ms,
     )
     out, err = _consoles()
-    if cluster:
+    if cluster or core.split_dsns(dsn)[1]:
         _on_cluster(config, dsn, cluster, out, as_json)
         return
-    with core.server(dsn) as server:
+    with server_for(dsn) as server:
         say(
             f"-- workers: {strategy}, {workers} worker(s), {jobs} job(s), {isolation} "
             f"on {server.label} ({server.where})"
@@ -100,8 +100,8 @@ def workers_command(
         raise typer.Exit(EXIT_MISMATCH)
 
 
-def _on_cluster(config, dsn, size: int, out, as_json: bool) -> None:
-    with core.server(dsn, cluster=size) as server:
+def _on_cluster(config, dsn, size: int | None, out, as_json: bool) -> None:
+    with server_for(dsn, size) as server:
         say(f"-- workers: {config.strategy}, {config.workers} worker(s), {config.jobs} job(s) on {server.label} ({server.where})")
         compared = core.compare_cluster(config, server)
     if as_json:
