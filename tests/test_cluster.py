@@ -224,3 +224,41 @@ def test_a_lesson_runs_on_an_existing_cluster_named_node_by_node(cluster):
 def test_bad_node_dsns_on_the_command_line_are_one_line(dsns, message):
     done = cli("run", "cluster-skip-locked", *dsns)
     assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+WAIT_ON_NODE_2 = """title: a wait on node 2
+cluster: 3
+setup: |
+  CREATE TABLE jobs (id INT PRIMARY KEY, state VARCHAR(10) NOT NULL) ENGINE=InnoDB;
+  INSERT INTO jobs VALUES (1, 'queued');
+sessions:
+  A: {node: 1}
+  B: {node: 2}
+  C: {node: 2}
+steps:
+  - A: BEGIN;
+  - A: SELECT id FROM jobs WHERE id = 1 FOR UPDATE;
+  - B: BEGIN;
+  - B: SELECT id FROM jobs WHERE id = 1 FOR UPDATE;
+    expect: {waits: false, rows: [[1]]}
+  - C: BEGIN;
+  - C: SELECT id FROM jobs WHERE id = 1 FOR UPDATE;
+    expect: {waits: true, rows: [[1]]}
+  - B: COMMIT;
+    expect: ok
+  - C: COMMIT;
+    expect: ok
+  - A: COMMIT;
+    expect: ok
+"""
+
+
+def test_a_wait_is_seen_on_its_own_node_and_names_its_blocker(tmp_path, galera):
+    path = tmp_path / "wait.yaml"
+    path.write_text(WAIT_ON_NODE_2)
+    scenario = load_scenario(str(path))
+    report = core.run(scenario, galera, 10.0)
+    assert not report.mismatches, report.mismatches
+    waiting = [e for e in report.events if isinstance(e, ev.Waiting)]
+    # A's lock on node 1 is not seen on node 2; B's is, by C, and B is named as the holder.
+    assert [(e.session, e.blockers) for e in waiting] == [("C", ("B",))]

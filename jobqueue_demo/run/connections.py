@@ -14,6 +14,7 @@ from ..engine import control
 from ..engine.scratch import ScratchDatabase
 from ..engine.server import ServerInfo
 from ..engine.session import Session
+from ..engine.node_waits import NodeWaits, on_node, split
 from ..engine.waits import WaitMonitor
 from ..errors import ScenarioError, ServerError, UsageError
 from ..scenario.model import Scenario, SessionSpec
@@ -56,6 +57,9 @@ class Connections:
         self.scratch.open()
         self.control = self.scratch.conn
         self.monitor = WaitMonitor(self.control, self.server.flavor)
+        if self._nodes():
+            others = {node: WaitMonitor(self._control_of(node), self.server.flavor) for node in self._nodes()}
+            self.monitor = NodeWaits({1: self.monitor, **others})
         self.user_conn = self.scratch.session_params.connect(
             database=self.database, multi_statements=True, answer_timeout=self.step_timeout
         )
@@ -96,7 +100,7 @@ class Connections:
         self.end_orphans()
         for name, session in list(self.sessions.items()):
             if session.busy and not session.closed:
-                self.kill_quietly(session.thread_id, self.specs[name].node)
+                self.kill_quietly(session.thread_id)
                 session.close()
             if not session.closed:
                 try:
@@ -160,7 +164,7 @@ class Connections:
             _catch_up(self._control_of(spec.node), _last_committed(self.control))
             conn.select_db(self.database)
         self._apply_settings(conn, spec)
-        return Session(spec.name, conn, conn.thread_id())
+        return Session(spec.name, conn, on_node(spec.node, conn.thread_id()))
 
     def _apply_settings(self, conn, spec: SessionSpec) -> None:
         dialect = self.server.dialect
@@ -184,9 +188,9 @@ class Connections:
         A session stuck in a lock wait would not notice its socket closing, and its locks
         would hold DROP DATABASE, so sessions are killed from the control connection.
         """
-        for name, session in self.sessions.items():
+        for session in self.sessions.values():
             if not session.closed and self.control is not None:
-                self.kill_quietly(session.thread_id, self.specs[name].node)
+                self.kill_quietly(session.thread_id)
             session.close()
         for conn in self._node_controls.values():
             conn.close()
@@ -214,21 +218,26 @@ class Connections:
                 self.wait_gone(thread_id, time.perf_counter() + self.step_timeout)
         self._orphans.clear()
 
-    def kill_quietly(self, thread_id: int, node: int | None = None) -> None:
+    def kill_quietly(self, thread_id: int) -> None:
         try:
-            self.execute(self.server.dialect.kill_connection(thread_id), node)
+            self._on_its_node(thread_id, self.server.dialect.kill_connection)
         except ServerError:
             pass  # already gone
 
     def kill_statement(self, session: Session) -> None:
-        self.execute(self.server.dialect.kill_statement(session.thread_id), self.specs[session.name].node)
+        self._on_its_node(session.thread_id, self.server.dialect.kill_statement)
 
     def kill_connection(self, session: Session) -> None:
-        self.execute(self.server.dialect.kill_connection(session.thread_id), self.specs[session.name].node)
+        self._on_its_node(session.thread_id, self.server.dialect.kill_connection)
 
-    def execute(self, sql: str, node: int | None = None) -> None:
-        """The tool's own SQL on the control connection (of a cluster's `node`, when not node 1)."""
-        control.execute(self._control_of(node or 1), sql)
+    def _on_its_node(self, run_id: int, statement) -> None:
+        """`statement(thread id)` on the control connection of the thread's own node."""
+        node, thread_id = split(run_id)
+        control.execute(self._control_of(node), statement(thread_id))
+
+    def execute(self, sql: str) -> None:
+        """The tool's own SQL on the control connection."""
+        control.execute(self.control, sql)
 
     def wait_gone(self, thread_id: int, deadline: float) -> bool:
         """Whether the server has ended the connection before `deadline`."""
@@ -263,3 +272,4 @@ def _catch_up(conn, seqno: int) -> None:
             raise ServerError(f"a cluster node did not apply write set {seqno} within {CATCH_UP_TIMEOUT_S:.0f} s")
         time.sleep(interval)
         interval = min(interval * 2, POLL_MAX_S)
+
