@@ -43,7 +43,7 @@ test-packages:
 
 test: install test-packages
 	$(VENV)/bin/ruff check jobqueue_demo tests bench
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -rs  # -rs: why a test skipped, e.g. a Galera cluster that cannot start here
 
 bench: install
 	$(PY) bench/bench_seed_vs_mysqltest.py
