@@ -262,3 +262,14 @@ def test_a_wait_is_seen_on_its_own_node_and_names_its_blocker(tmp_path, galera):
     waiting = [e for e in report.events if isinstance(e, ev.Waiting)]
     # A's lock on node 1 is not seen on node 2; B's is, by C, and B is named as the holder.
     assert [(e.session, e.blockers) for e in waiting] == [("C", ("B",))]
+
+
+def test_a_table_galera_cannot_replicate_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "nopk.yaml"
+    path.write_text(
+        "title: t\ncluster: 3\nsetup: CREATE TABLE log (line TEXT) ENGINE=InnoDB;\n"
+        "sessions: {A: {node: 2}}\nsteps:\n  - A: SELECT 1;\n"
+    )
+    done = cli("run", str(path))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "needs ENGINE=InnoDB and a PRIMARY KEY: log" in done.stderr

@@ -65,6 +65,8 @@ class Connections:
         )
         if self.scenario.setup:
             self._run_setup()
+        if self.server.nodes:
+            self._check_replicable()
         for spec in self.scenario.sessions:
             self.sessions[spec.name] = self._connect(spec)
 
@@ -152,6 +154,23 @@ class Connections:
                     break
         except MySQLdb.Error as e:
             raise ScenarioError(self.scenario.path, f"setup failed: ERROR {e.args[0]}: {e.args[-1]}") from None
+
+    def _check_replicable(self) -> None:
+        """Galera replicates the rows of InnoDB tables with a primary key only; a lesson whose
+        tables lack either would show nodes silently apart, so it is refused."""
+        found = control.rows(
+            self.control,
+            "SELECT t.TABLE_NAME, t.ENGINE FROM information_schema.TABLES t "
+            "LEFT JOIN information_schema.TABLE_CONSTRAINTS c ON c.TABLE_SCHEMA = t.TABLE_SCHEMA "
+            "AND c.TABLE_NAME = t.TABLE_NAME AND c.CONSTRAINT_TYPE = 'PRIMARY KEY' "
+            f"WHERE t.TABLE_SCHEMA = '{self.database}' AND t.TABLE_TYPE = 'BASE TABLE' "
+            "AND (t.ENGINE <> 'InnoDB' OR c.CONSTRAINT_NAME IS NULL) ORDER BY t.TABLE_NAME",
+        )
+        if found:
+            tables = ", ".join(control.text(name) for name, _ in found)
+            raise ScenarioError(
+                self.scenario.path, f"setup: on a Galera cluster every table needs ENGINE=InnoDB and a PRIMARY KEY: {tables}"
+            )
 
     def _connect(self, spec: SessionSpec) -> Session:
         if spec.node is None:
