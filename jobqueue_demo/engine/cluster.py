@@ -40,6 +40,13 @@ GRASTATE = "grastate.dat"
 GVWSTATE = "gvwstate.dat"
 # A node's write-set cache is preallocated; the default 128 MB would be copied on every start.
 GCACHE_SIZE = "8M"
+# Galera's group handshake is tuned for networks: join messages resent every second, 3 s of
+# announcements and a keepalive every second make a local start 2-3 s; these make it under
+# 1 s. Failure detection (evs.suspect_timeout, evs.inactive_timeout) keeps its defaults.
+FAST_JOIN = (
+    "evs.join_retrans_period=PT0.1S;pc.announce_timeout=PT0.5S;"
+    "evs.inactive_check_period=PT0.1S;evs.keepalive_period=PT0.1S"
+)
 JOIN_TIMEOUT_S = 60.0
 SHUTDOWN_TIMEOUT_S = 60.0
 MAX_NODES = 9
@@ -198,7 +205,7 @@ class Node:
             f"--wsrep-node-name=node{self.number}",
             "--wsrep-provider-options="
             f"gmcast.listen_addr=tcp://127.0.0.1:{self.gcomm_port};"
-            f"ist.recv_addr=127.0.0.1:{self.ist_port};gcache.size={GCACHE_SIZE}",
+            f"ist.recv_addr=127.0.0.1:{self.ist_port};gcache.size={GCACHE_SIZE};{FAST_JOIN}",
             # Galera replicates row images, and interleaved auto-increment locks only.
             "--binlog-format=ROW",
             "--innodb-autoinc-lock-mode=2",
