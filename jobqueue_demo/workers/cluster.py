@@ -32,6 +32,18 @@ def _synced(server: ServerInfo, node: int):
     return closing(conn)
 
 
+def row_lock_waits(server: ServerInfo, conns: dict[int, object]) -> int:
+    """InnoDB's row lock waits summed over the nodes (each counts only its own); `conns` keeps
+    one connection per node between calls."""
+    total = 0
+    for node, params in enumerate(server.nodes, 1):
+        if node not in conns:
+            conns[node] = params.connect(database=None)
+        found = control.rows(conns[node], "SHOW GLOBAL STATUS LIKE 'Innodb_row_lock_waits'")
+        total += int(control.text(found[0][1])) if found else 0
+    return total
+
+
 def catch_up(server: ServerInfo, database: str) -> None:
     """Wait until every node has the scratch database and its jobs, so no worker connects early."""
     for node in range(2, len(server.nodes) + 1):

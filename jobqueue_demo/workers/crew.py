@@ -253,6 +253,7 @@ class Scratch:
         self.database = ScratchDatabase(server, confine=False)
         self.name = self.database.name
         self.conn = None
+        self._node_conns: dict[int, object] = {}  # a cluster's nodes, for their counters
 
     def __enter__(self) -> Scratch:
         self.database.open()
@@ -260,6 +261,8 @@ class Scratch:
         return self
 
     def __exit__(self, exc_type, *exc_info: object) -> None:
+        for conn in self._node_conns.values():
+            conn.close()
         # With the server gone there is nothing left to drop; keep the first error.
         self.database.close(quiet=exc_type is not None)
 
@@ -281,7 +284,12 @@ class Scratch:
             self.execute("INSERT INTO jobs (id) VALUES " + ",".join(f"({i})" for i in ids))
 
     def row_lock_waits(self) -> int:
-        """The server-wide count of InnoDB row lock waits (includes other clients' waits)."""
+        """The server-wide count of InnoDB row lock waits (includes other clients' waits);
+        on a cluster, summed over the nodes."""
+        if len(self.server.nodes) > 1:
+            from .cluster import row_lock_waits
+
+            return row_lock_waits(self.server, self._node_conns)
         return self.value("SHOW GLOBAL STATUS LIKE 'Innodb_row_lock_waits'")
 
     def threads_present(self, thread_ids: list[int]) -> set[int]:
