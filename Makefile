@@ -18,7 +18,7 @@ system-packages:
 	command -v gcc >/dev/null || missing="$$missing gcc"; \
 	python3 -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
 	[ -n "$(SERVER)" ] || missing="$$missing mariadb-server"; \
-	ls /usr/lib/galera*/libgalera_smm.so /usr/lib64/galera*/libgalera_smm.so >/dev/null 2>&1 || missing="$$missing galera-4"; \
+	ls /usr/lib/galera*/libgalera_smm.so >/dev/null 2>&1 || ls /usr/lib64/galera*/libgalera_smm.so >/dev/null 2>&1 || missing="$$missing galera-4"; \
 	command -v mariadb-test >/dev/null || command -v mysqltest >/dev/null || missing="$$missing mariadb-test"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
