@@ -6,6 +6,8 @@ BIN := $(VENV)/bin/jobqueue-demo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := pkg-config libmariadb-dev gcc python3-dev python3-venv
 SERVER := $(shell command -v mariadbd || command -v mysqld || ls /usr/sbin/mariadbd /usr/sbin/mysqld 2>/dev/null | head -1)
+# PostgreSQL's server binaries are off PATH on Debian: where pg_config says, or any installed major.
+PG_SERVER := $(shell d=$$(pg_config --bindir 2>/dev/null); [ -x "$$d/initdb" ] && echo $$d/initdb || ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | head -1)
 
 .PHONY: install demo test bench system-packages test-packages clean
 
@@ -20,6 +22,7 @@ system-packages:
 	[ -n "$(SERVER)" ] || missing="$$missing mariadb-server"; \
 	ls /usr/lib/galera*/libgalera_smm.so >/dev/null 2>&1 || ls /usr/lib64/galera*/libgalera_smm.so >/dev/null 2>&1 || missing="$$missing galera-4"; \
 	command -v mariadb-test >/dev/null || command -v mysqltest >/dev/null || missing="$$missing mariadb-test"; \
+	[ -n "$(PG_SERVER)" ] || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(APT_PACKAGES) $$missing >/dev/null; \
@@ -28,7 +31,7 @@ system-packages:
 $(BIN): pyproject.toml | system-packages
 	[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip >/dev/null
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,postgres]'
 	$(PY) -m compileall -q jobqueue_demo >/dev/null  # bytecode even where PYTHONDONTWRITEBYTECODE is set
 	touch $(BIN)
 

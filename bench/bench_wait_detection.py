@@ -1,11 +1,12 @@
 """Lock-wait detection latency: from the server entering the wait to the waiting marker.
 
-An observer thread on its own connection polls SHOW ENGINE INNODB STATUS back to back
-(about 0.2 ms a poll) and notes when B's transaction first shows LOCK WAIT; the latency is
-the time from that moment to the runner handing out its Waiting event. The anchor, in the
-same run, is isolationtester's way: poll every 10 ms after sending.
+An observer thread on its own connection polls the server back to back (the wait monitor's
+`transactions()`: SHOW ENGINE INNODB STATUS on MariaDB/MySQL, about 0.2 ms a poll;
+pg_stat_activity's wait_event_type on PostgreSQL) and notes when B first shows a lock wait;
+the latency is the time from that moment to the runner handing out its Waiting event. The
+anchor, in the same run, is isolationtester's way: poll every 10 ms after sending.
 
-    .venv/bin/python bench/bench_wait_detection.py [--rounds 30] [--dsn mysql://root@127.0.0.1:3306/test]
+    .venv/bin/python bench/bench_wait_detection.py [--rounds 30] [--engine postgresql] [--dsn mysql://root@127.0.0.1:3306/test]
 """
 
 from __future__ import annotations
@@ -20,28 +21,26 @@ from jobqueue_demo.run import events as ev
 from jobqueue_demo.scenario.loader import load_scenario
 from jobqueue_demo.run.driver import Run
 from jobqueue_demo.engine.server import open_server
-from jobqueue_demo.engine.session import Session
-from jobqueue_demo.engine.waits import WaitMonitor, parse_innodb_status
 
 SCENARIO = Path(__file__).resolve().parent / "wait.yaml"
 ANCHOR_POLL_S = 0.010
+LOCK = "SELECT id FROM jobs WHERE id = 1 FOR UPDATE"
 
 
 class Observer(threading.Thread):
-    """Notes the first moment any transaction of the watched threads shows LOCK WAIT."""
+    """Notes the first moment each watched connection shows a lock wait."""
 
-    def __init__(self, params):
+    def __init__(self, server):
         super().__init__(daemon=True)
-        self.conn = params.connect()
+        self.conn = server.params.connect()
+        self.monitor = server.seam.wait_monitor(self.conn, server)
         self.first_seen: dict[int, float] = {}
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.is_set():
-            self.conn.query(b"SHOW ENGINE INNODB STATUS")
-            text = self.conn.store_result().fetch_row(0)[0][2]
+            status = self.monitor.transactions()
             now = time.perf_counter()
-            status = parse_innodb_status(text if isinstance(text, str) else text.decode())
             for tid, trx in status.items():
                 if trx.lock_wait:
                     self.first_seen.setdefault(tid, now)
@@ -70,47 +69,50 @@ def runner_latency(scenario, server, observer: Observer) -> float:
     return latency
 
 
+def answered(session, sql: str) -> None:
+    session.send(sql)
+    session.read()
+
+
 def anchor_latency(server, observer: Observer) -> float:
     """isolationtester's scheme: after sending, check for a wait every 10 ms."""
-    control = server.params.connect(multi_statements=True)
-    database = "jqd_bench_anchor"
-    control.query(f"CREATE DATABASE {database}".encode())
+    seam = server.seam
+    scratch = seam.scratch(server, confine=False, multi_statements=True)
+    scratch.open()
     try:
-        control.query(f"CREATE TABLE {database}.jobs (id INT PRIMARY KEY) ENGINE=InnoDB".encode())
-        control.query(f"INSERT INTO {database}.jobs VALUES (1)".encode())
-        a = server.params.connect(database=database)
-        b = server.params.connect(database=database)
-        a.query(b"BEGIN")
-        a.query(b"SELECT id FROM jobs WHERE id = 1 FOR UPDATE")
-        a.store_result()
-        waiter = Session("B", b, b.thread_id())
-        b.query(b"BEGIN")
-        waiter.send("SELECT id FROM jobs WHERE id = 1 FOR UPDATE")
-        monitor = WaitMonitor(control, server.flavor)
+        setup = seam.user_connection(scratch, 10.0)
+        seam.run_script(setup, "CREATE TABLE jobs (id INT PRIMARY KEY); INSERT INTO jobs VALUES (1)")
+        a, b = (seam.session(name, scratch, None, 10.0) for name in ("A", "B"))
+        for session in (a, b):
+            answered(session, "BEGIN")
+        answered(a, LOCK)
+        monitor = seam.wait_monitor(scratch.conn, server)
+        b.send(LOCK)
         while True:
             time.sleep(ANCHOR_POLL_S)
-            if monitor.blocked([waiter.thread_id]):
+            if monitor.blocked([b.thread_id]):
                 marked = time.perf_counter()
                 break
-        a.query(b"ROLLBACK")
-        waiter.read()
-        a.close()
-        b.close()
-        return marked - seen_at(observer, waiter.thread_id)
+        answered(a, "ROLLBACK")
+        b.read()
+        for conn in (a, b):
+            conn.close()
+        setup.close()
+        return marked - seen_at(observer, b.thread_id)
     finally:
-        control.query(f"DROP DATABASE {database}".encode())
-        control.close()
+        scratch.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--engine", default="mysql", choices=("mysql", "postgresql"), help="the embedded server's engine")
     parser.add_argument("--dsn", default=None, help="default: the embedded throwaway server")
     args = parser.parse_args()
     scenario = load_scenario(str(SCENARIO))
     ours, anchor = [], []
-    with open_server(args.dsn) as server:
-        observer = Observer(server.params)
+    with open_server(args.dsn, args.engine) as server:
+        observer = Observer(server)
         observer.start()
         try:
             for _ in range(args.rounds):

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class RunReport:
+    """What one run did: its events in order, the expectations it did not meet, how many it checked."""
+
     events: list
     mismatches: list
     checked: int
@@ -32,13 +34,23 @@ def load(name: str) -> Scenario:
 
 
 @contextmanager
-def server(dsn: str | None, allow_shared_user: bool = False, cluster: int | None = None, nodes: tuple[str, ...] = ()):
-    """The server to run on, after sweeping what runs killed earlier left there and here;
-    with `cluster`, node 1 of a Galera cluster of that many nodes: the one `nodes` names
-    (nodeN=mysql://…), else an embedded one."""
+def server(
+    dsn: str | None,
+    allow_shared_user: bool = False,
+    engine: str | None = None,
+    cluster: int | None = None,
+    nodes: tuple[str, ...] = (),
+):
+    """The server to run on, after sweeping what runs killed earlier left there and here.
+
+    `engine` ("mysql" or "postgresql"; None: $JOBQUEUE_DEMO_DSN's, else mysql) picks the
+    embedded server when no DSN is given; a DSN names its own engine by its scheme. With
+    `cluster`, node 1 of a Galera cluster of that many nodes: the one `nodes` names
+    (nodeN=mysql://…), else an embedded one.
+    """
     from dataclasses import replace
 
-    from .engine.leftovers import sweep_dirs, sweep_server
+    from .engine.leftovers import sweep_dirs
     from .engine.server import open_server
 
     sweep_dirs()
@@ -46,10 +58,9 @@ def server(dsn: str | None, allow_shared_user: bool = False, cluster: int | None
         with _cluster(dsn, cluster, nodes) as info:
             yield replace(info, shared_user=allow_shared_user)
         return
-    with open_server(dsn) as info:
+    with open_server(dsn, engine) as info:
         if not info.embedded:
-            with closing(info.params.connect(database=None)) as conn:
-                sweep_server(conn)
+            info.seam.sweep(info.params)
         yield replace(info, shared_user=allow_shared_user)
 
 
@@ -96,25 +107,49 @@ def note_interrupt() -> None:
     bound_waits()
 
 
-@dataclass
-class Cleanup:
-    found: list
-    problems: list[str]
-
-
-def cleanup(dsn: str | None, dry_run: bool, cache: bool) -> Cleanup:
-    """List, and unless `dry_run` remove, what killed runs left on the server and this machine."""
-    from .engine.leftovers import sweep_cache, sweep_dirs, sweep_server
-    from .engine.server import DSN_ENV, cache_root, parse_dsn
+def cleanup(dsn: str | None, dry_run: bool, cache: bool):
+    """List, and unless `dry_run` remove, what killed runs left on the server and this machine:
+    one Sweep (engine/leftovers.py) of them all."""
+    from .engine.leftovers import Sweep, sweep_cache, sweep_dirs
+    from .engine.seam import seam_of_dsn
+    from .engine.server import DSN_ENV, cache_root
 
     sweeps = [sweep_dirs(dry_run)]
     dsn = dsn or os.environ.get(DSN_ENV) or None
     if dsn is not None:
-        with closing(parse_dsn(dsn).connect(database=None)) as conn:
-            sweeps.append(sweep_server(conn, dry_run))
+        seam = seam_of_dsn(dsn)
+        sweeps.append(seam.sweep(seam.parse_dsn(dsn), dry_run))
     if cache:
         sweeps.append(sweep_cache(cache_root(), dry_run))
-    return Cleanup([f for s in sweeps for f in s.found], [p for s in sweeps for p in s.problems])
+    return Sweep([f for s in sweeps for f in s.found], [p for s in sweeps for p in s.problems])
+
+
+def engine_of(server) -> str:
+    """The server's engine, "mysql" (MariaDB, MySQL) or "postgresql"."""
+    return getattr(server, "engine", "mysql")
+
+
+def for_server(scenario: Scenario, server) -> Scenario:
+    """The lesson as written for this server's engine; UsageError when it is not written for it."""
+    return scenario.for_engine(engine_of(server))
+
+
+def engine_target(dsn: str | None, engine: str | None) -> str:
+    """The engine the server will be of, known before it starts: the DSN's, else `engine`,
+    else $JOBQUEUE_DEMO_DSN's, else mysql (as engine/server.py open_server chooses)."""
+    from .engine.seam import seam_of_dsn
+    from .engine.server import DSN_ENV
+
+    dsn = dsn or (None if engine else os.environ.get(DSN_ENV) or None)
+    return seam_of_dsn(dsn).name if dsn else engine or "mysql"
+
+
+def check_engine(scenarios, dsn: str | None, engine: str | None) -> None:
+    """UsageError, before any server starts, for a scenario not written for the engine the
+    server will be of."""
+    target = engine_target(dsn, engine)
+    for scenario in scenarios:
+        scenario.for_engine(target)
 
 
 def run(
@@ -124,6 +159,7 @@ def run(
     from .run.driver import Run, RunOptions
     from .run.verify import check
 
+    scenario = for_server(scenario, server)
     events = []
     ran_on = datetime.date.today()
     # Closed here, not when garbage collected: an exception from on_event (a viewer quitting,
@@ -171,11 +207,12 @@ def record(scenario: Scenario, server, step_timeout: float) -> int:
     from .run.verify import check, outcomes
 
     check_writable(scenario.path)
+    scenario = for_server(scenario, server)
     report = run(scenario, server, step_timeout)
     seen = outcomes(report.events)
     text = rewrite(scenario, seen, verified_line(server, report.ran_on))
     try:
-        mismatches = check(scenario_from_text(scenario.path, text), report.events)
+        mismatches = check(scenario_from_text(scenario.path, text).for_engine(scenario.engine), report.events)
     except ScenarioError as e:
         raise RecordError(f"{e}: the recorded text would not load; {scenario.path} left unchanged") from None
     if mismatches:
@@ -204,14 +241,93 @@ def lesson_page(scenario: Scenario, server, step_timeout: float, fmt: str, show_
     from .errors import ExpectationsNotMet
     from .render.export import LessonFacts, render_page
 
+    scenario = for_server(scenario, server)
     report = run(scenario, server, step_timeout, show_locks=show_locks)
     if report.mismatches:
         raise ExpectationsNotMet(
             f"{scenario.path}: {len(report.mismatches)} expectation(s) not met on {server.label}; no page written",
             report.mismatches,
         )
-    facts = LessonFacts(scenario, tuple(report.events), verified_line(server, report.ran_on), lesson_name(scenario))
+    recorded = tuple(stamp for engine, stamp in scenario.stamps if engine != scenario.engine)
+    facts = LessonFacts(
+        scenario, tuple(report.events), verified_line(server, report.ran_on), lesson_name(scenario), recorded=recorded,
+    )
     return render_page(facts, fmt)
+
+
+def lesson_page_engines(
+    scenario: Scenario, engines: list[str], step_timeout: float, fmt: str, allow_shared_user: bool = False,
+) -> str:
+    """The lesson page with one transcript per engine, each run on that engine's embedded
+    server and verified; nothing is rendered unless every run met its expectations."""
+    from dataclasses import replace
+
+    from .errors import ExpectationsNotMet, UsageError
+    from .render.export import LessonFacts, render_page
+
+    missing = [e for e in engines if e not in scenario.engines]
+    if missing:
+        raise UsageError(f"{scenario.name}: written for {', '.join(scenario.engines)} only, not {', '.join(missing)}")
+    runs = [engine_run(scenario, None, engine, step_timeout, allow_shared_user) for engine in engines]
+    for done in runs:
+        if done.mismatches:
+            raise ExpectationsNotMet(
+                f"{scenario.path}: {len(done.mismatches)} expectation(s) not met on {done.server}; no page written",
+                list(done.mismatches),
+            )
+    name = lesson_name(scenario)
+    pages = [LessonFacts(done.scenario, done.events, done.verified, name) for done in runs]
+    return render_page(replace(pages[0], others=tuple(pages[1:])), fmt)
+
+
+# -- several engines ----------------------------------------------------------------------
+
+
+@dataclass
+class Comparison:
+    left: object  # run/compare.EngineRun
+    right: object
+    differences: list  # run/compare.StepDifference, in step order
+
+
+def engine_targets(scenario: Scenario, dsns: list[str]) -> list[tuple[str | None, str]]:
+    """(dsn, engine) for each run of a comparison: the DSNs given (each names its engine),
+    else for each engine the lesson is written for $JOBQUEUE_DEMO_DSN where it names that
+    engine, and the engine's embedded server otherwise."""
+    from .errors import UsageError
+
+    if dsns:
+        if len(dsns) != 2:
+            raise UsageError("give --dsn twice, one server per side, or not at all (the embedded servers)")
+        return [(dsn, "mysql") for dsn in dsns]
+    if len(scenario.engines) < 2:
+        raise UsageError(
+            f"{scenario.name}: written for {scenario.engines[0]} only; engines: [{scenario.engines[0]}]: nothing to compare"
+        )
+    # With no DSN, each engine's server is $JOBQUEUE_DEMO_DSN where it is of that engine,
+    # else that engine's embedded one (engine/server.py open_server).
+    return [(None, engine) for engine in scenario.engines[:2]]
+
+
+def engine_run(scenario: Scenario, dsn: str | None, engine: str, step_timeout: float, allow_shared_user: bool = False):
+    """The lesson run on one server: a run/compare.EngineRun (its mismatches kept, not raised)."""
+    from .run.compare import EngineRun
+
+    with server(dsn, allow_shared_user, engine) as info:
+        report = run(scenario, info, step_timeout)
+        verified = verified_line(info, report.ran_on)
+        return EngineRun(for_server(scenario, info), tuple(report.events), verified, tuple(report.mismatches))
+
+
+def compare(scenario: Scenario, dsns: list[str], step_timeout: float, allow_shared_user: bool = False) -> Comparison:
+    """The lesson run on two engines (or two servers), and the statements whose outcome differs."""
+    from .run.compare import differences
+
+    left, right = (
+        engine_run(scenario, dsn, engine, step_timeout, allow_shared_user)
+        for dsn, engine in engine_targets(scenario, dsns)
+    )
+    return Comparison(left, right, differences(left, right))
 
 
 # -- explore ------------------------------------------------------------------------------
@@ -258,7 +374,57 @@ def explore(scenario: Scenario, server, options, on_schedule: Callable | None = 
     """Every interleaving (or a sample) run and checked; the Report."""
     from .explore.search import explore as run_explore
 
-    return run_explore(scenario, server, options, on_schedule)
+    return run_explore(for_server(scenario, server), server, options, on_schedule)
+
+
+# -- --matrix ------------------------------------------------------------------------------
+
+
+def check_matrix(texts: list[str]) -> None:
+    """UsageError for a malformed --matrix, before any server is started."""
+    from .run.matrix import parse_axes
+
+    parse_axes(texts)
+
+
+def lesson_matrix(scenarios: list[Scenario], server, texts: list[str], step_timeout: float):
+    """Each scenario run under every combination of the --matrix settings: the MatrixRuns
+    (run/matrix.py) and, per scenario, a LessonTable of the steps whose outcome differs."""
+    from .run.matrix import LessonTable, differences, under_each
+
+    def run_each(target, settings: tuple[str, ...]) -> list:
+        return [_matrix_column(scenario, target, step_timeout, settings) for scenario in scenarios]
+
+    runs = under_each(server, texts, run_each)
+    tables = []
+    for i, scenario in enumerate(scenarios):
+        columns = [per_combination[i] for per_combination in runs.results]
+        summaries = tuple(c.summary for c in columns)
+        tables.append(LessonTable(scenario, differences(scenario, columns), summaries, all(c.met for c in columns)))
+    return runs, tables
+
+
+def _matrix_column(scenario: Scenario, server, step_timeout: float, settings: tuple[str, ...]):
+    from .run.matrix import Column, step_outcomes
+
+    events: list = []
+    try:
+        report = run(scenario, server, step_timeout, events.append, settings=settings)
+    except StuckRun:
+        return Column(step_outcomes(scenario, events), "stuck", False)
+    if report.mismatches:
+        return Column(step_outcomes(scenario, events), f"{len(report.mismatches)} not met", False)
+    return Column(step_outcomes(scenario, events), f"all {report.checked} met", True)
+
+
+def explore_matrix(scenario: Scenario, server, texts: list[str], options):
+    """The scenario explored under every combination of the --matrix settings: MatrixRuns
+    whose results are the explore Reports, in combination order."""
+    from dataclasses import replace
+
+    from .run.matrix import under_each
+
+    return under_each(server, texts, lambda target, settings: explore(scenario, target, replace(options, settings=settings)))
 
 
 # -- lessons ------------------------------------------------------------------------------

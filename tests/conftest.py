@@ -74,9 +74,9 @@ def run_cli(*args: str):
     pty, signal or exit code of a real process matters. Has .exit_code, .stdout, .stderr."""
     from typer.testing import CliRunner
 
-    from jobqueue_demo.cli.main import app
+    from jobqueue_demo.cli.main import all_commands
 
-    return CliRunner().invoke(app, list(args), env={"NO_COLOR": "1"})
+    return CliRunner().invoke(all_commands(), list(args), env={"NO_COLOR": "1"})
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 120, cwd: Path = ROOT) -> subprocess.CompletedProcess:

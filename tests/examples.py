@@ -38,10 +38,10 @@ def readme_blocks(path: Path = ROOT / "README.md") -> list[Block]:
 
 def help_blocks() -> list[Block]:
     """The examples of every command's --help, from the docstring --help prints."""
-    from jobqueue_demo.cli.main import app
+    from jobqueue_demo.cli.main import all_commands
 
     out = []
-    for command in app.registered_commands:
+    for command in all_commands().registered_commands:
         name = command.name or command.callback.__name__.replace("_", "-")
         text = (command.callback.__doc__ or "").split("Example:", 1)
         lines = text[1].splitlines() if len(text) == 2 else []

@@ -58,8 +58,7 @@ def test_imports_follow_the_layers(path):
             assert own in ("cli", "render"), f"{path.relative_to(PACKAGE)}:{line} imports {module} outside cli/ and render/"
 
 
-# cli/matrix.py still drives run/matrix.py and explore/ itself (docs/architecture.md says why).
-COMMANDS = sorted(p for p in (PACKAGE / "cli").glob("*.py") if p.name != "matrix.py")
+COMMANDS = sorted((PACKAGE / "cli").glob("*.py"))
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=lambda p: p.name)

@@ -81,6 +81,9 @@ def test_export_format_follows_the_suffix(tmp_path, embedded):
     data = json.loads(page.read_text())
     assert data["title"] == core.load("nowait").title
     assert data["verified"].startswith(f"Verified against {embedded.label} on ")
+    # Run on MariaDB only: PostgreSQL's stamp is the one the file records, beside this run's.
+    postgres = dict(core.load("nowait").stamps)["postgresql"]
+    assert data["verified"].endswith(f" · Verified against {postgres}")
     assert any("narration" in p for p in data["transcript"]) and any("lines" in p for p in data["transcript"])
     assert {"event"} <= set(data["events"][0]) and data["source"] == (ROOT / "scenarios" / "nowait.yaml").read_text()
     markdown = tmp_path / "nowait.md"
@@ -113,7 +116,9 @@ def test_record_never_rewrites_a_shipped_lesson_unless_asked(tmp_path, embedded)
     copy.write_text(before)
     done = cli("record", str(copy), env=dsn_env(embedded), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert copy.read_text().endswith(f"verified: {embedded.label} on {datetime.date.today().isoformat()}\n")
+    recorded = copy.read_text()
+    assert f"\n  mysql: {embedded.label} on {datetime.date.today().isoformat()}\n" in recorded
+    assert recorded.endswith(before[before.index("  postgresql: PostgreSQL "):])  # the other engine's stamp kept
 
 
 class _Midnight(datetime.date):

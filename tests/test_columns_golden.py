@@ -31,7 +31,7 @@ def lesson_events(embedded):
 
 def drawn(events, sessions, width: int) -> str:
     out = io.StringIO()
-    view = ColumnsView(out, sessions, width, rich=False)
+    view = ColumnsView(out, sessions, width, color=False)
     for event in events:
         view.write(event)
     return out.getvalue()

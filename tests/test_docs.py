@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from jobqueue_demo.engine import mysql_errors
+from jobqueue_demo.engine import mysql_errors, pg_errors
 from jobqueue_demo.scenario import loader
-from jobqueue_demo.scenario.model import FAULT_ACTIONS, INVARIANT_HOLDS, ISOLATION_LEVELS
+from jobqueue_demo.scenario.model import ENGINES, FAULT_ACTIONS, INVARIANT_HOLDS, ISOLATION_LEVELS
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMAT = (ROOT / "docs" / "scenario-format.md").read_text()
@@ -25,6 +25,8 @@ ACCEPTED = sorted(
     | set(INVARIANT_HOLDS)
     | set(ISOLATION_LEVELS)
     | set(mysql_errors.CLASSES)
+    | set(pg_errors.CLASSES)
+    | set(ENGINES)
     | {"holds", "name", "sql"}
 )
 
@@ -35,9 +37,9 @@ def test_scenario_format_names_every_accepted_word(word):
 
 
 def _commands() -> list[str]:
-    from jobqueue_demo.cli.main import app
+    from jobqueue_demo.cli.main import all_commands
 
-    return sorted(c.name or c.callback.__name__ for c in app.registered_commands)
+    return sorted(c.name or c.callback.__name__ for c in all_commands().registered_commands)
 
 
 @pytest.mark.parametrize("command", _commands())

@@ -60,7 +60,10 @@ def test_lessons_lists_every_lesson_from_any_directory(tmp_path):
         entry = next(line for line in done.stdout.splitlines() if line and line.split()[0] == path.stem)
         assert entry.endswith(scenario.summary or scenario.title)
         detail = done.stdout.splitlines()[done.stdout.splitlines().index(entry) + 1]
-        assert f"sessions {', '.join(scenario.session_names)}; verified: {scenario.verified or 'not recorded'}" in detail
+        assert (
+            f"sessions {', '.join(scenario.session_names)}; engines {', '.join(scenario.engines)}; "
+            f"verified: {scenario.verified_text}"
+        ) in detail
 
 
 def test_an_unreadable_lesson_is_reported_without_hiding_the_others(tmp_path, monkeypatch):

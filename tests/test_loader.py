@@ -86,7 +86,7 @@ def test_seed_claims_keep_sql_exactly_as_written(seed):
 
 def test_seed_b_first_claim(seed):
     claim = seed.steps[3]
-    assert claim.session == "B" and claim.line == 30
+    assert claim.session == "B" and claim.line == 41
     assert claim.comment == "job 1 is claimed — skipped without waiting"
     assert claim.expect == Expectation(waits=False, columns=("id", "task"), rows=(("2", "generate invoice"),))
     # `record` rewrites steps in place through these spans.

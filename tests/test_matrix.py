@@ -44,7 +44,7 @@ def test_isolation_levels_side_by_side_show_the_gap_lock_wait(where, request, tm
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "[1] isolation=read-committed" in lines and "[2] isolation=repeatable-read" in lines
-    row = next(line for line in lines if line.startswith(" P1 line 40"))
+    row = next(line for line in lines if line.startswith(" P1 line 54"))
     assert [c.strip() for c in row.split("|")[1:]] == ["1 affected", "waited, 1 affected"]
     assert [c.strip() for c in next(x for x in lines if x.startswith(" expectations")).split("|")[1:]] == ["1 not met", "all 11 met"]
     checked = cli("verify", "gap-locks", "--matrix", "isolation=read-committed,repeatable-read", "--dsn", dsn, cwd=tmp_path)

@@ -98,7 +98,7 @@ def test_verify_fails_naming_the_step_when_outcome_drifts(tmp_path, server):
     drifted.write_text(text)
     done = cli("verify", str(drifted), env=dsn_env(server))
     assert done.returncode == 1
-    assert "step 4 (line 30), session B" in done.stdout
+    assert "step 4 (line 41), session B" in done.stdout
     assert "expected: columns [id, task], rows [[3, generate invoice]]" in done.stdout
     assert "got:      columns [id, task], rows [[2, generate invoice]]" in done.stdout
     assert "Verified against" not in done.stdout
@@ -123,7 +123,8 @@ def test_record_writes_expectations_that_verify(tmp_path, server):
     recorded = bare.read_text()
     assert "comment: job 1 is claimed — skipped without waiting" in recorded
     assert recorded.count("expect:") == 12
-    assert f"verified: {server.label} on " in recorded
+    # The seed is written for both engines: the stamp goes into this engine's slot.
+    assert f"verified:\n  mysql: {server.label} on " in recorded
     scenario = core.load(str(bare))
     assert scenario.steps[3].expect.rows == (("2", "generate invoice"),)
     again = cli("verify", str(bare), env=dsn_env(server))
@@ -165,10 +166,10 @@ def test_lesson_name_resolves_like_a_path():
 
 def test_record_on_a_recorded_file_changes_only_verified(tmp_path, server):
     copy = tmp_path / "seed.yaml"
-    original = "\n".join(l for l in SEED.read_text().splitlines() if not l.startswith("verified:"))
+    original = SEED.read_text().split("\nverified:", 1)[0]
     copy.write_text(original + "\n")
     done = cli("record", str(copy), env=dsn_env(server))
     assert done.returncode == 0, done.stderr
     lines = copy.read_text().splitlines()
-    assert lines[-1] == f"verified: {server.label} on " + lines[-1].split(" on ")[-1]
-    assert "\n".join(lines[:-1]) == original
+    assert lines[-2:] == ["verified:", f"  mysql: {server.label} on " + lines[-1].split(" on ")[-1]]
+    assert "\n".join(lines[:-2]) == original

@@ -1,9 +1,11 @@
 """The seed run imports only what it uses: what a deadlock, a stuck run, explore's resets, the
-columns view or a dropped connection need is imported where it happens, off every run's
+columns view or a dropped connection need is imported where it happens, the other commands'
+modules are not imported at all, and rich only when colour is on: all off every plain run's
 start-up (bench/bench_seed_vs_mysqltest.py measures the time)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -16,6 +18,15 @@ RARE = (
     "jobqueue_demo.engine.snapshot",
     "jobqueue_demo.render.columns",
     "socket",
+    # Other commands: main.py imports only the module of the command asked for.
+    "jobqueue_demo.cli.explore",
+    "jobqueue_demo.cli.show",
+    "jobqueue_demo.cli.workers",
+    "jobqueue_demo.workers.strategies",
+    "jobqueue_demo.run.matrix",
+    # The embedded server's template (engine/server.py), colour (render/color.py).
+    "json",
+    "rich",
 )
 SCRIPT = """
 import sys
@@ -29,10 +40,21 @@ print(" ".join(sorted(sys.modules)), file=sys.stderr)
 """
 
 
-def test_the_seed_run_leaves_the_rare_paths_unimported(embedded):
+def seed_run_modules(server, **env: str) -> set[str]:
+    """The modules a piped seed run has imported when it ends."""
     seed = str(ROOT / "scenarios" / "skip-locked.yaml")
-    done = subprocess.run([sys.executable, "-c", SCRIPT, seed, dsn_of(embedded)], capture_output=True, text=True)
+    full = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR")}
+    full.update(env)
+    done = subprocess.run([sys.executable, "-c", SCRIPT, seed, dsn_of(server)], capture_output=True, text=True, env=full)
     assert done.returncode == 0, done.stderr[-600:]
-    loaded = set(done.stderr.split())
+    return set(done.stderr.split())
+
+
+def test_the_seed_run_leaves_the_rare_paths_unimported(embedded):
+    loaded = seed_run_modules(embedded)
     assert "jobqueue_demo.run.driver" in loaded
     assert [m for m in RARE if m in loaded] == []
+
+
+def test_rich_paints_the_transcript_when_colour_is_on(embedded):
+    assert "rich.console" in seed_run_modules(embedded, FORCE_COLOR="1")

@@ -66,7 +66,7 @@ def run_events(path: str, info) -> list:
 
 def columns_text(events, sessions, width: int) -> list[str]:
     out = io.StringIO()
-    view = ColumnsView(out, sessions, width, rich=False)
+    view = ColumnsView(out, sessions, width, color=False)
     for event in events:
         view.write(event)
     return out.getvalue().splitlines()

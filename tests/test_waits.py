@@ -43,10 +43,13 @@ def test_nowait_fails_at_once(server):
 def test_skip_locked_waits_behind_metadata_lock(server):
     report = run("metadata-lock", server)
     assert report.mismatches == []
-    (waiting,) = of(report, ev.Waiting)
-    assert waiting.kind == "metadata lock"
+    # B behind A's LOCK TABLES; then A's second LOCK TABLES behind B's open claim, and C's
+    # claim queued behind A's waiting request.
+    waits = of(report, ev.Waiting)
+    assert [w.session for w in waits] == ["B", "A", "C"]
+    assert all(w.kind == "metadata lock" for w in waits)
     if server.embedded:  # the embedded server loads metadata_lock_info, so the holder is known
-        assert waiting.blockers == ("A",)
+        assert waits[0].blockers == ("A",) and waits[1].blockers == ("B",)
 
 
 def test_deadlock_names_the_victim(server):

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from .shared import Dsns, StepTimeout, app, color, heading, server_for
+from .shared import Dsns, StepTimeout, app, heading, server_for
 from ..errors import EXIT_MISMATCH, UsageError
 from .matrix import MATRIX_HELP
 
@@ -44,28 +44,29 @@ def explore(
       jobqueue-demo explore skip-locked-explore --sample 200 --seed 7 --json
       jobqueue-demo explore claim-without-lock-explore --matrix innodb_snapshot_isolation=ON,OFF
     """
-    from .. import api as core
+    from .. import api
+    from ..render.color import color_on
     from ..render.explore_report import as_dict, print_report, verdict
     from ..render.late_progress import LateProgress
 
-    options = core.explore_options(faults, max_schedules, sample, seed, jobs, step_timeout)
-    loaded = core.load(scenario)
-    at_most = core.explore_planned(loaded, options)
+    options = api.explore_options(faults, max_schedules, sample, seed, jobs, step_timeout)
+    loaded = api.load(scenario)
+    at_most = api.explore_planned(loaded, options)
     if matrix:
         _explore_matrix(loaded, dsn, matrix, options, as_json)
         return
-    note = core.explore_advice(loaded)
+    note = api.explore_advice(loaded)
     if note and not as_json:
         print(f"-- {note}")
-    with server_for(dsn, loaded.cluster) as server:
+    with server_for(dsn, (loaded,)) as server:
         heading(f"-- {loaded.title}: exploring on {server.label} ({server.where})", as_json)
         # Waits take some schedules out of the space, so a run may end before the bar is full.
         with LateProgress("schedules", at_most, quiet=as_json) as advance:
-            report = core.explore(loaded, server, options, lambda _: advance())
+            report = api.explore(loaded, server, options, lambda _: advance())
     if as_json:
         print(json.dumps({**as_dict(report), "note": note}, indent=2, ensure_ascii=False))
     else:
-        print_report(report, sys.stdout, color())
+        print_report(report, sys.stdout, color_on(sys.stdout))
         print(verdict(report))
     if report.failed:
         raise typer.Exit(EXIT_MISMATCH)

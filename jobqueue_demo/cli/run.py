@@ -11,7 +11,7 @@ import typer
 
 from ..errors import EXIT_INTERRUPTED, EXIT_MISMATCH
 from .matrix import MATRIX_HELP
-from .shared import MAX_SECONDS, Cluster, Dsn, Dsns, ShowLocks, StepTimeout, app, color, finite, heading, say, say_notes, server_for
+from .shared import MAX_SECONDS, Cluster, Dsn, Dsns, ShowLocks, StepTimeout, app, finite, heading, say, say_notes, server_for
 
 
 class Layout(str, Enum):
@@ -67,20 +67,20 @@ def run(
       jobqueue-demo run skip-locked --dsn mysql://root@127.0.0.1:3306/test
       jobqueue-demo run cluster-skip-locked --layout columns
     """
-    from .. import api as core
+    from .. import api
     from ..errors import UsageError
     from ..render.stepper import Interrupted, Pacing, Quit
     from ..render.transcript import prompted
 
     if fmt is RunFormat.json and layout is Layout.columns:
         raise UsageError("--layout columns is a text layout; leave it out with --format json")
-    loaded = core.load(scenario)
+    loaded = api.load(scenario)
     if matrix:
         _matrix_alone(step or pace is not None or fmt is RunFormat.json or layout is Layout.columns or show_locks)
         _lesson_matrix([loaded], dsn, matrix, step_timeout, checking=False)
         return
     show = _run_view(loaded, layout, fmt)
-    with server_for(dsn, cluster or loaded.cluster) as server:
+    with server_for(dsn, (loaded,), cluster) as server:
         # Part of the transcript, so a handout written with `> file` starts with it; JSON
         # Lines keep standard output for events only.
         heading(f"-- {loaded.title}: on {server.label} ({server.where})", fmt is RunFormat.json)
@@ -91,7 +91,7 @@ def run(
                 show(prompted(event, loaded.prompts) if fmt is RunFormat.text else event)
 
             try:
-                report = core.run(loaded, server, step_timeout, on_event, show_locks)
+                report = api.run(loaded, server, step_timeout, on_event, show_locks)
             except Quit as stop:
                 say(f"-- {stop}: sessions rolled back, scratch database dropped")
                 say_notes(stop)
@@ -137,14 +137,16 @@ def _run_view(loaded, layout: Layout, fmt: RunFormat):
         from ..render.events_json import JsonEventsView
 
         return JsonEventsView(sys.stdout).write
+    from ..render.color import color_on
+
     if layout is Layout.columns:
         from ..render.columns import ColumnsView
 
         width = shutil.get_terminal_size().columns
-        return ColumnsView(sys.stdout, tuple(loaded.prompts.values()), width, sys.stdout.isatty()).write
+        return ColumnsView(sys.stdout, tuple(loaded.prompts.values()), width, color_on(sys.stdout)).write
     from ..render.transcript import TranscriptWriter, event_lines
 
-    writer = TranscriptWriter(sys.stdout, tuple(loaded.prompts.values()), color())
+    writer = TranscriptWriter(sys.stdout, tuple(loaded.prompts.values()), color_on(sys.stdout))
     return lambda event: writer.write(event_lines(event))
 
 
@@ -177,6 +179,11 @@ def export(
     dsn: Dsn = None,
     step_timeout: StepTimeout = 10.0,
     show_locks: ShowLocks = False,
+    engines: Optional[str] = typer.Option(
+        None, "--engines", metavar="ENGINE,ENGINE", show_default=False,
+        help="One transcript per engine on the page (mysql,postgresql), each run on that engine's "
+        "embedded server ($JOBQUEUE_DEMO_DSN where it names that engine); not with --dsn or --show-locks.",
+    ),
 ) -> None:
     """Run and verify a scenario, then write its lesson page.
 
@@ -192,28 +199,47 @@ def export(
       jobqueue-demo export nowait -o nowait.md
       jobqueue-demo export outbox -o outbox.json
       jobqueue-demo export filesort-locks --show-locks -o filesort-locks.html
+      jobqueue-demo export gap-locks --engines mysql,postgresql -o gap-locks.html
     """
-    from .. import api as core
+    from .. import api
     from ..errors import ExpectationsNotMet
     from ..safe_write import check_writable, write_file
 
     fmt = _page_format(output, fmt)
     if output != "-":
         check_writable(output)
-    loaded = core.load(scenario)
-    with server_for(dsn, loaded.cluster) as server:
-        say(f"-- {loaded.title}: on {server.label} ({server.where})")
-        try:
-            page = core.lesson_page(loaded, server, step_timeout, fmt.value, show_locks)
-        except ExpectationsNotMet as e:
-            for mismatch in e.mismatches:
-                say("  " + str(mismatch).replace("\n", "\n  "))
-            raise
+    loaded = api.load(scenario)
+    try:
+        if engines is not None:
+            page = _page_on_engines(loaded, engines, dsn, show_locks, step_timeout, fmt.value)
+        else:
+            with server_for(dsn, (loaded,)) as server:
+                say(f"-- {loaded.title}: on {server.label} ({server.where})")
+                page = api.lesson_page(loaded, server, step_timeout, fmt.value, show_locks)
+    except ExpectationsNotMet as e:
+        for mismatch in e.mismatches:
+            say("  " + str(mismatch).replace("\n", "\n  "))
+        raise
     if output == "-":
         sys.stdout.write(page)
         return
     write_file(output, page)
     say(f"-- wrote {output} ({fmt.value})")
+
+
+def _page_on_engines(loaded, engines: str, dsn, show_locks: bool, step_timeout: float, fmt: str) -> str:
+    from .. import api
+    from ..errors import UsageError
+    from .shared import ENGINES, options
+
+    if dsn is not None or show_locks:
+        raise UsageError("--engines runs each engine's embedded server: not with --dsn or --show-locks")
+    names = list(dict.fromkeys(e.strip() for e in engines.split(",") if e.strip()))
+    unknown = [e for e in names if e not in ENGINES]
+    if unknown or not names:
+        raise UsageError(f"--engines: expected a list of {' and '.join(ENGINES)}, e.g. mysql,postgresql")
+    say(f"-- {loaded.title}: on {', '.join(names)} (embedded throwaway servers)")
+    return api.lesson_page_engines(loaded, names, step_timeout, fmt, options.allow_shared_user)
 
 
 def _page_format(output: str, asked: Optional[PageFormat]) -> PageFormat:
@@ -254,19 +280,21 @@ def verify(
       jobqueue-demo verify cluster-skip-locked
       jobqueue-demo verify skip-locked --cluster 3
     """
-    from .. import api as core
+    from .. import api
 
-    loaded = [core.load(s) for s in scenarios]
+    loaded = [api.load(s) for s in scenarios]
     if matrix:
         _lesson_matrix(loaded, dsn, matrix, step_timeout, checking=True)
         return
-    # Cluster lessons run on an embedded cluster, the others on the one server.
+    if len(loaded) > 1:
+        loaded = _written_for_engine(loaded, api.split_dsns(dsn)[0])
+    # Cluster lessons run on a Galera cluster, the others on the one server.
     groups: dict[int | None, list] = {}
     for item in loaded:
         groups.setdefault(cluster or item.cluster, []).append(item)
     failed = 0
     for size, items in groups.items():
-        with server_for(dsn, size) as server:
+        with server_for(dsn, tuple(items), size) as server:
             failed += _verify_on(items, server, step_timeout)
     if failed:
         print(f"{failed} of {len(loaded)} scenario(s) differ on {server.label}")
@@ -276,13 +304,13 @@ def verify(
 
 def _verify_on(items: list, server, step_timeout: float) -> int:
     """How many of `items` differ from their expectations, each told as it is run."""
-    from .. import api as core
+    from .. import api
     from ..errors import StuckRun
 
     failed = 0
     for item in items:
         try:
-            report = core.run(item, server, step_timeout)
+            report = api.run(item, server, step_timeout)
         except StuckRun as stuck:
             failed += 1
             print(f"{item.path}: {len(stuck.mismatches)} expectation(s) not met, then the run got stuck")
@@ -296,6 +324,23 @@ def _verify_on(items: list, server, step_timeout: float) -> int:
         else:
             print(f"{item.path}: ok ({report.checked} expectation(s))")
     return failed
+
+
+def _written_for_engine(loaded: list, dsn) -> list:
+    """Several lessons at once (`verify scenarios/*.yaml`): those not written for the server's
+    engine are skipped, each said, rather than refusing them all."""
+    from .. import api
+    from ..errors import UsageError
+    from .shared import options
+
+    target = api.engine_target(dsn, options.engine)
+    kept = [item for item in loaded if target in item.engines]
+    for item in loaded:
+        if item not in kept:
+            print(f"{item.path}: skipped, written for {' and '.join(item.engines)} only")
+    if not kept:
+        raise UsageError(f"none of these scenarios is written for {target}")
+    return kept
 
 
 def _print_mismatches(mismatches) -> None:
@@ -323,19 +368,19 @@ def record(
       jobqueue-demo show nowait --source > my-nowait.yaml
       jobqueue-demo record my-nowait.yaml
     """
-    from .. import api as core
+    from .. import api
     from ..errors import UsageError
 
-    loaded = core.load(scenario)
-    name = core.lesson_name(loaded)
+    loaded = api.load(scenario)
+    name = api.lesson_name(loaded)
     if name != loaded.path and not in_place:
         raise UsageError(
             f"{name} is a lesson shipped with jobqueue-demo; record a copy "
             f"(jobqueue-demo show {name} --source > my-{name}.yaml), or pass --in-place to rewrite it"
         )
-    with server_for(dsn, loaded.cluster) as server:
-        written = core.record(loaded, server, step_timeout)
-    print(f"{loaded.path}: recorded {written} statement result(s); {core.verified_line(server)}")
+    with server_for(dsn, (loaded,)) as server:
+        written = api.record(loaded, server, step_timeout)
+    print(f"{loaded.path}: recorded {written} statement result(s); {api.verified_line(server)}")
 
 
 @app.command()
@@ -349,10 +394,10 @@ def lessons() -> None:
       jobqueue-demo lessons
       jobqueue-demo run nowait
     """
-    from .. import api as core
+    from .. import api
     from ..errors import EXIT_USAGE
 
-    found = core.lessons()
+    found = api.lessons()
     width = max((len(lesson.name) for lesson in found), default=0)
     variants_said = False
     for lesson in found:
@@ -365,7 +410,10 @@ def lessons() -> None:
         explore = f"; explore: {lesson.explore}" if lesson.explore else ""
         explore += f"; explore variant of {', '.join(lesson.variant_of)}" if lesson.variant_of else ""
         print(f"{lesson.name:{width}s}  {lesson.summary}")
-        print(f"{'':{width}s}  sessions {', '.join(lesson.sessions)}; verified: {lesson.verified or 'not recorded'}{explore}")
+        print(
+            f"{'':{width}s}  sessions {', '.join(lesson.sessions)}; engines {', '.join(lesson.engines)}; "
+            f"verified: {lesson.verified or 'not recorded'}{explore}"
+        )
     if any(lesson.problem for lesson in found):
         raise typer.Exit(EXIT_USAGE)
 
@@ -394,10 +442,10 @@ def cleanup(
       jobqueue-demo cleanup --dry-run
       jobqueue-demo cleanup --dsn mysql://root@127.0.0.1:3306/test
     """
-    from .. import api as core
+    from .. import api
     from ..errors import ServerError
 
-    done = core.cleanup(dsn, dry_run, cache)
+    done = api.cleanup(dsn, dry_run, cache)
     for found in done.found:
         print(found)
     if not done.found:

@@ -8,7 +8,6 @@ command modules at its top.
 from __future__ import annotations
 
 import math
-import os
 import sys
 from dataclasses import dataclass
 from typing import Annotated, List, Optional
@@ -22,7 +21,7 @@ EXIT_CODES_HELP = (
 
 app = typer.Typer(
     help="Run job-queue lessons (SELECT ... FOR UPDATE SKIP LOCKED and friends) on a real "
-    "MariaDB or MySQL server and print them as transcripts.\n\n" + EXIT_CODES_HELP,
+    "MariaDB, MySQL or PostgreSQL server and print them as transcripts.\n\n" + EXIT_CODES_HELP,
     add_completion=False,
     pretty_exceptions_enable=False,
     no_args_is_help=True,
@@ -30,9 +29,16 @@ app = typer.Typer(
 )
 
 DSN_HELP = (
-    "Server to use: mysql://user:pass@host:port/db (or ?unix_socket=/path). "
-    "Default: $JOBQUEUE_DEMO_DSN, else a private throwaway server started for this run."
+    "Server to use: mysql://user:pass@host:port/db (or ?unix_socket=/path), or "
+    "postgresql://user@host:port/db (or ?host=/socket/dir). "
+    "Default: $JOBQUEUE_DEMO_DSN, else a private throwaway server (see --engine) started for this run."
 )
+ENGINE_HELP = (
+    "The private throwaway server's engine when no --dsn is given: mysql (MariaDB or MySQL, the "
+    "default) or postgresql. A DSN names its own engine; $JOBQUEUE_DEMO_DSN is used only when it "
+    "is of this engine."
+)
+ENGINES = ("mysql", "postgresql")
 STEP_TIMEOUT_HELP = (
     "Longest wait for any one statement, fault or result, in seconds; also how long a server "
     "that stops answering is waited for (exit 3)."
@@ -75,8 +81,17 @@ StepTimeout = Annotated[
 
 @dataclass
 class GlobalOptions:
+    """The options given before the command, read by main() and by server_for()."""
+
     debug: bool = False
     allow_shared_user: bool = False
+    engine: str | None = None  # None: $JOBQUEUE_DEMO_DSN's engine, else mysql
+
+
+def _engine(value: str | None) -> str | None:
+    if value is not None and value not in ENGINES:
+        raise typer.BadParameter(f"expected {' or '.join(ENGINES)}")
+    return value
 
 
 options = GlobalOptions()
@@ -98,25 +113,26 @@ def _options(
         help="Run scenario SQL as the DSN's own user when it may not create the per-run user "
         "that confines it to the scratch database.",
     ),
+    engine: Optional[str] = typer.Option(None, "--engine", help=ENGINE_HELP, callback=_engine, show_default=False),
     version: bool = typer.Option(
         False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     options.debug = debug
     options.allow_shared_user = allow_shared_user
+    options.engine = engine
 
 
-def server_for(dsn: str | list[str] | None, cluster: int | None = None):
-    """The server for a command, as the global options say; `cluster`: a Galera cluster of that
-    many nodes, embedded unless --dsn names each node (nodeN=…)."""
-    from .. import api as core
+def server_for(dsn: str | list[str] | None, scenarios: tuple = (), cluster: int | None = None):
+    """The server for a command, as the global options say; a scenario not written for its
+    engine is refused before the server starts. A Galera cluster when `cluster` or a scenario
+    asks for one (`cluster: N`): embedded, unless --dsn names each node (nodeN=…)."""
+    from .. import api
 
-    single, nodes = core.split_dsns(dsn)
-    return core.server(single, options.allow_shared_user, cluster or len(nodes) or None, nodes)
-
-
-def color() -> bool:
-    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    single, nodes = api.split_dsns(dsn)
+    api.check_engine(scenarios, single, options.engine)
+    size = cluster or max((s.cluster or 0 for s in scenarios), default=0) or len(nodes) or None
+    return api.server(single, options.allow_shared_user, options.engine, size, nodes)
 
 
 def say(text: str) -> None:

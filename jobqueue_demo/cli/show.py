@@ -20,12 +20,12 @@ def show(
       jobqueue-demo show nowait
       jobqueue-demo show skip-locked --source
     """
-    from .. import api as core
+    from .. import api
     from ..render.lesson_card import card
 
-    loaded = core.load(lesson)
+    loaded = api.load(lesson)
     if source:
         print(loaded.source, end="" if loaded.source.endswith("\n") else "\n")
         return
-    name = core.lesson_name(loaded)
-    print("\n".join(card(loaded, name, core.variant_of(name))))
+    name = api.lesson_name(loaded)
+    print("\n".join(card(loaded, name, api.variant_of(name))))

@@ -8,11 +8,11 @@ from typing import Optional
 
 import typer
 
-from .. import api as core
+from .. import api
 from .shared import Cluster, Dsn, Dsns, app, say, server_for
 from ..errors import EXIT_MISMATCH, WorkersStuck
 
-REGISTRY = core.strategies()
+REGISTRY = api.strategies()
 
 STRATEGY_HELP = (
     "Claim strategy: "
@@ -33,10 +33,9 @@ NO_PLOT = "matplotlib is not installed (pip install 'jobqueue-demo[plot]'): the 
 
 
 def _consoles():
-    from rich.console import Console
+    from ..render.color import console
 
-    # Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org).
-    return Console(), Console(stderr=True)
+    return console(), console(stderr=True)
 
 
 @app.command("workers")
@@ -77,12 +76,12 @@ def workers_command(
     and on a single server, for the throughput, certification failures and effects run twice
     of each.
     """
-    config = core.workers_config(
+    config = api.workers_config(
         strategy=strategy, isolation=isolation, workers=workers, jobs=jobs, batch=batch, work_ms=work_ms, kill=kill,
         idempotency_key=idempotency_key, state_order=state_order, lease_ms=lease_ms,
     )
     out, err = _consoles()
-    if cluster or core.split_dsns(dsn)[1]:
+    if cluster or api.split_dsns(dsn)[1]:
         _on_cluster(config, dsn, cluster, out, as_json)
         return
     with server_for(dsn) as server:
@@ -91,7 +90,7 @@ def workers_command(
             f"on {server.label} ({server.where})"
         )
         try:
-            summary = _run_live(config, server, err) if err.is_terminal and not as_json else core.run_workers(config, server)
+            summary = _run_live(config, server, err) if err.is_terminal and not as_json else api.run_workers(config, server)
         except WorkersStuck as stuck:
             _report_stuck(stuck, as_json)
             raise
@@ -103,7 +102,7 @@ def workers_command(
 def _on_cluster(config, dsn, size: int | None, out, as_json: bool) -> None:
     with server_for(dsn, size) as server:
         say(f"-- workers: {config.strategy}, {config.workers} worker(s), {config.jobs} job(s) on {server.label} ({server.where})")
-        compared = core.compare_cluster(config, server)
+        compared = api.compare_cluster(config, server)
     if as_json:
         print(json.dumps(compared.as_dict()))
     else:
@@ -118,7 +117,7 @@ def _run_live(config, server, err):
     from ..render.live import live_progress
 
     with live_progress(err) as show:
-        return core.run_workers(config, server, show)
+        return api.run_workers(config, server, show)
 
 
 def _report_stuck(stuck, as_json: bool) -> None:
@@ -183,12 +182,12 @@ def bench_command(
 
     With --cluster N every run spreads its workers over a private N-node Galera cluster.
     """
-    config = core.sweep_config(strategies, workers, isolations, jobs, full, batch, work_ms, repeat, kill)
+    config = api.sweep_config(strategies, workers, isolations, jobs, full, batch, work_ms, repeat, kill)
     _, err = _consoles()
-    with core.server(dsn, cluster=cluster) as server:
+    with server_for(dsn, cluster=cluster) as server:
         say(f"-- bench on {server.label} ({server.where}): {config.runs} runs")
         result = _sweep_with_progress(config, server, err, as_json)
-    plotted = bool(plot) and core.write_plot(result, plot)
+    plotted = bool(plot) and api.write_plot(result, plot)
     if as_json:
         print(json.dumps({**result.as_dict(), "plot": plot if plotted else None}))
         return
@@ -209,8 +208,8 @@ def _sweep_with_progress(config, server, err, as_json: bool):
         from ..render.live import bench_progress
 
         with bench_progress(err, config.runs) as step:
-            return core.sweep(config, server, on_step=step)
-    return core.sweep(config, server, None if as_json else _row_printer(), None if as_json else _step_printer(config.runs))
+            return api.sweep(config, server, on_step=step)
+    return api.sweep(config, server, None if as_json else _row_printer(), None if as_json else _step_printer(config.runs))
 
 
 def _step_printer(total: int):

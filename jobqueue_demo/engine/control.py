@@ -24,9 +24,10 @@ def errno_of(exc: BaseException) -> int:
 
 
 class ControlError(ServerError):
-    """A statement of the tool's own that failed; `errno` is the server's error number."""
+    """A statement of the tool's own that failed; `errno` is the server's error number (a
+    SQLSTATE string on PostgreSQL)."""
 
-    def __init__(self, message: str, errno: int):
+    def __init__(self, message: str, errno: int | str):
         super().__init__(message)
         self.errno = errno
 

@@ -43,7 +43,7 @@ class Found:
         return f"{self.action} {self.kind} {self.name}" + (f" ({self.reason})" if self.reason else "")
 
 
-def _done(dry_run: bool) -> str:
+def done(dry_run: bool) -> str:
     return WOULD_REMOVE if dry_run else REMOVED
 
 
@@ -127,7 +127,7 @@ def sweep_dirs(dry_run: bool = False, folder: Path | None = None) -> Sweep:
             try:
                 if not dry_run:
                     shutil.rmtree(path, ignore_errors=True)
-                out.found.append(Found("directory", str(path), _done(dry_run), GONE))
+                out.found.append(Found("directory", str(path), done(dry_run), GONE))
             finally:
                 handle.close()
     return out
@@ -150,5 +150,5 @@ def sweep_cache(root: Path, dry_run: bool = False) -> Sweep:
                 continue
             if not dry_run:
                 shutil.rmtree(path, ignore_errors=True)
-            out.found.append(Found("template", str(path), _done(dry_run)))
+            out.found.append(Found("template", str(path), done(dry_run)))
     return out

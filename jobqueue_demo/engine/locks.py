@@ -8,9 +8,11 @@ metadata_lock_info plugin is loaded (the embedded server loads it).
 
 from __future__ import annotations
 
+import re
+
 from .control import text as control_text
 from .scratch import literal
-from .waits import WaitMonitor, metadata_lock_info_active
+from .waits import WaitMonitor, metadata_lock_info_active, transaction_blocks
 
 COLUMNS = ("session", "table", "index", "mode", "record", "status")
 
@@ -100,3 +102,25 @@ def _mysql_row(names, row) -> tuple:
 def _table(name: str | None) -> str | None:
     return name.split(".")[-1].strip("`") if name else name
 
+
+ROW_LOCKS = re.compile(r"(\d+) row lock\(s\)")
+
+
+def record_locks_held(monitor: WaitMonitor) -> dict[int, int]:
+    """Thread id -> the index records its transaction has locked, for transactions holding any.
+
+    InnoDB counts them per transaction (INNODB_TRX.trx_rows_locked, and the "N row lock(s)"
+    line of SHOW ENGINE INNODB STATUS). The status text is built on every call, while
+    INNODB_TRX comes from a cache refreshed only after 0.1 s without readers (waits.py), so
+    the count is read from the status text: read right after a statement answers, it already
+    holds that statement's locks. Records, not rows: a row locked through a secondary index
+    and the primary key counts twice, and the next-key lock past the last entry (the
+    supremum) counts too.
+    """
+    rows = monitor.rows("SHOW ENGINE INNODB STATUS")
+    out = {}
+    for thread, block in transaction_blocks(control_text(rows[0][2]) if rows else ""):
+        count = ROW_LOCKS.search(block)
+        if count:
+            out[thread] = int(count.group(1))
+    return out

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class SqlError:
+    """A MySQL or MariaDB error: its `code` is the error number."""
+
     errno: int
     sqlstate: str
     message: str
@@ -14,6 +16,52 @@ class SqlError:
     def __str__(self) -> str:
         # The mysql command-line client's form, which lessons quote.
         return f"ERROR {self.errno} ({self.sqlstate}): {self.message}"
+
+    @property
+    def code(self) -> int | str:
+        """What expectations and the error classes match: MySQL's number, PostgreSQL's SQLSTATE."""
+        return self.errno
+
+    @property
+    def error_class(self) -> str | None:
+        """The portable class (`deadlock`, `lock-not-available`, ...), or None."""
+        from .mysql_errors import CLASSES
+
+        return next((name for name, codes in CLASSES.items() if self.errno in codes), None)
+
+    @property
+    def name(self) -> str | None:
+        """The code's name (ER_LOCK_DEADLOCK), when the tool knows it."""
+        from .mysql_errors import name_of
+
+        return name_of(self.errno)
+
+
+@dataclass(frozen=True)
+class PgError(SqlError):
+    """A PostgreSQL error: no number (`errno` 0), its `code` is the SQLSTATE."""
+
+    severity: str = "ERROR"
+
+    def __str__(self) -> str:
+        # psql's form, which the seed transcript quotes: `ERROR:  could not obtain lock on row ...`.
+        return f"{self.severity}:  {self.message}"
+
+    @property
+    def code(self) -> int | str:
+        return self.sqlstate
+
+    @property
+    def error_class(self) -> str | None:
+        from .pg_errors import class_of
+
+        return class_of(self.sqlstate)
+
+    @property
+    def name(self) -> str | None:
+        from .pg_errors import name_of
+
+        return name_of(self.sqlstate)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import math
 import os
 import re
@@ -156,23 +155,8 @@ def parse_dsn(dsn: str) -> ConnectParams:
     dsn = dsn.strip()
     scheme, sep, _ = dsn.partition("://")
     if not sep or scheme.lower() not in DSN_SCHEMES:
-        raise UsageError(f"not a MySQL DSN: expected {DSN_FORM} (or mariadb://...)")
-    try:
-        parts = urlsplit(dsn)
-        port = parts.port
-    except ValueError:
-        raise UsageError(f"cannot read the DSN's host and port: expected {DSN_FORM}") from None
-    # An unencoded '/', '?' or '#' in the password ends the host part early and
-    # leaves the '@' behind it; then parts of the password would land in the
-    # host, path or options and could be echoed.
-    if "@" in parts.path + parts.query + parts.fragment:
-        raise UsageError(
-            "cannot read the DSN's user and password: percent-encode '/', '?', '#' and '@' in them"
-        )
-    if parts.fragment:
-        raise UsageError("unexpected '#' in the DSN")
-    if port == 0:
-        raise UsageError("the DSN's port must be from 1 to 65535")
+        raise UsageError(f"not a server DSN: expected {DSN_FORM} (or mariadb://...), or postgresql://user@host:port/db")
+    parts, port = split_dsn(dsn, DSN_FORM)
     unix_socket = _dsn_unix_socket(parts.query)
     # The client library would silently take TCP to the host and ignore the socket.
     if unix_socket and (parts.hostname not in (None, "localhost") or port is not None):
@@ -191,10 +175,35 @@ def parse_dsn(dsn: str) -> ConnectParams:
         database=_dsn_database(parts.path),
         unix_socket=unix_socket,
     )
-    # The client library takes C strings: a NUL would cut a value short, or fail deep inside.
-    if any("\0" in (value or "") for value in (params.host, params.user, params.password, params.database, unix_socket)):
-        raise UsageError("the DSN holds a NUL character (%00)")
+    refuse_nul(params.host, params.user, params.password, params.database, unix_socket)
     return params
+
+
+def split_dsn(dsn: str, form: str):
+    """(urlsplit parts, port) of a DSN of any engine, with the checks every one needs."""
+    try:
+        parts = urlsplit(dsn)
+        port = parts.port
+    except ValueError:
+        raise UsageError(f"cannot read the DSN's host and port: expected {form}") from None
+    # An unencoded '/', '?' or '#' in the password ends the host part early and
+    # leaves the '@' behind it; then parts of the password would land in the
+    # host, path or options and could be echoed.
+    if "@" in parts.path + parts.query + parts.fragment:
+        raise UsageError(
+            "cannot read the DSN's user and password: percent-encode '/', '?', '#' and '@' in them"
+        )
+    if parts.fragment:
+        raise UsageError("unexpected '#' in the DSN")
+    if port == 0:
+        raise UsageError("the DSN's port must be from 1 to 65535")
+    return parts, port
+
+
+def refuse_nul(*values: str | None) -> None:
+    # The client libraries take C strings: a NUL would cut a value short, or fail deep inside.
+    if any("\0" in (value or "") for value in values):
+        raise UsageError("the DSN holds a NUL character (%00)")
 
 
 def _dsn_database(path: str) -> str | None:
@@ -215,9 +224,14 @@ def _dsn_unix_socket(query: str) -> str | None:
     return unix_socket
 
 
+MYSQL = "mysql"  # MariaDB and MySQL
+POSTGRESQL = "postgresql"
+ENGINES = (MYSQL, POSTGRESQL)
+
+
 @dataclass
 class ServerInfo:
-    params: ConnectParams
+    params: ConnectParams  # or pg_server.PgParams, on PostgreSQL
     flavor: str
     version: str
     embedded: bool = False
@@ -225,6 +239,7 @@ class ServerInfo:
     shared_user: bool = False
     # A Galera cluster's nodes, node 1 first (params is node 1's); empty for one server.
     nodes: tuple[ConnectParams, ...] = ()
+    engine: str = MYSQL  # MYSQL or POSTGRESQL: what a lesson's per-engine parts are keyed by
 
     @property
     def label(self) -> str:
@@ -239,7 +254,14 @@ class ServerInfo:
 
     @property
     def dialect(self) -> MySqlDialect:
-        return MySqlDialect(self.flavor, self.version)
+        return self.seam.dialect(self)
+
+    @property
+    def seam(self):
+        """What run/, explore/ and workers/ ask of this server's engine (engine/seam.py)."""
+        from .seam import seam_of
+
+        return seam_of(self.engine)
 
 
 _MARIADB_VERSION = re.compile(r"(\d+\.\d+\.\d+)-MariaDB", re.IGNORECASE)
@@ -274,15 +296,36 @@ def describe_server(conn: Connection) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def open_server(dsn: str | None = None) -> Iterator[ServerInfo]:
-    """The server to run lessons on: `dsn`, else $JOBQUEUE_DEMO_DSN, else an embedded one."""
+def open_server(dsn: str | None = None, engine: str | None = None) -> Iterator[ServerInfo]:
+    """The server to run lessons on: `dsn`, else $JOBQUEUE_DEMO_DSN, else an embedded one of
+    `engine` (MariaDB/MySQL when None). A DSN names its engine by its scheme (mysql://,
+    postgresql://); $JOBQUEUE_DEMO_DSN of another engine than the one asked for is not used."""
+    if engine is not None and engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r}: expected {' or '.join(ENGINES)}")
+    from . import pg_server
+
     if dsn is None:
         dsn = os.environ.get(DSN_ENV) or None
-    if dsn is not None:
+        env_engine = (POSTGRESQL if pg_server.is_pg_dsn(dsn) else MYSQL) if dsn else None
+        if engine is not None and env_engine != engine:
+            dsn = None
+
+    if dsn is not None and pg_server.is_pg_dsn(dsn):
+        yield _pg_server_info(pg_server.parse_dsn(dsn), embedded=False)
+    elif dsn is not None:
         yield _server_info(parse_dsn(dsn), embedded=False)
-        return
-    with EmbeddedServer() as server:
-        yield _server_info(server.params, embedded=True)
+    elif engine == POSTGRESQL:
+        with pg_server.EmbeddedPostgres() as server:
+            yield _pg_server_info(server.params, embedded=True)
+    else:
+        with EmbeddedServer() as server:
+            yield _server_info(server.params, embedded=True)
+
+
+def _pg_server_info(params, embedded: bool) -> ServerInfo:
+    from .pg_server import describe_server as describe_pg
+
+    return ServerInfo(params=params, flavor="PostgreSQL", version=describe_pg(params), embedded=embedded, engine=POSTGRESQL)
 
 
 @contextlib.contextmanager
@@ -351,7 +394,7 @@ def _which_any(names: tuple[str, ...], dirs: list[str]) -> str | None:
 
 
 def _inspect_binary(path: Path) -> ServerBinary:
-    output = _run([str(path), "--no-defaults", "--version"], f"{path} --version").strip()
+    output = run_command([str(path), "--no-defaults", "--version"], f"{path} --version").strip()
     # The output starts with the path it was run as, which must not change the
     # template key (Debian's mysqld is a link to mariadbd).
     version_text = output.removeprefix(str(path)).strip()
@@ -359,7 +402,7 @@ def _inspect_binary(path: Path) -> ServerBinary:
     return ServerBinary(path=path, version_text=version_text, flavor=flavor, version=version)
 
 
-def _run(command: list[str], what: str, timeout: float = 30) -> str:
+def run_command(command: list[str], what: str, timeout: float = 30, preexec: Callable[[], None] | None = None) -> str:
     # A process group of its own, killed whole on any exit from here (Ctrl-C, SIGTERM, a
     # timeout): mariadb-install-db is a script whose bootstrap server would outlive it.
     try:
@@ -371,6 +414,7 @@ def _run(command: list[str], what: str, timeout: float = 30) -> str:
             text=True,
             errors="replace",
             start_new_session=True,
+            preexec_fn=preexec,
         )
     except OSError as exc:
         raise ServerError(f"{what} failed: {exc}") from exc
@@ -419,7 +463,7 @@ def ensure_template(binary: ServerBinary) -> Template:
     if not final.is_dir():
         try:
             root.mkdir(parents=True, exist_ok=True)
-            with _locked(root / f"{binary.template_key}.lock"):
+            with locked(root / f"{binary.template_key}.lock"):
                 # Another process may have built it while we waited for the lock.
                 if not final.is_dir():
                     _build_template(binary, root, final)
@@ -434,7 +478,7 @@ def rebuild_template(binary: ServerBinary, broken: int | None) -> Template:
     root = cache_root()
     final = root / binary.template_key
     try:
-        with _locked(root / f"{binary.template_key}.lock"):
+        with locked(root / f"{binary.template_key}.lock"):
             if _inode(final) in (broken, None):
                 _discard(final)
                 _build_template(binary, root, final)
@@ -459,7 +503,7 @@ def _discard(final: Path) -> None:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     import fcntl
 
     with open(path, "a") as handle:
@@ -471,6 +515,8 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _build_template(binary: ServerBinary, root: Path, final: Path) -> None:
+    import json  # here and in _load_template: only the embedded server needs it, off a --dsn run's start-up
+
     # Holding the lock means any earlier build dir belongs to a process that died.
     for stale in root.glob(f"{final.name}.build-*"):
         shutil.rmtree(stale, ignore_errors=True)
@@ -510,7 +556,7 @@ def _install_mariadb(binary: ServerBinary, datadir: Path) -> None:
         "--skip-test-db",
         f"--innodb-log-file-size={LOG_FILE_SIZE}",
     ]
-    _run(command, Path(install_db).name, timeout=INSTALL_TIMEOUT_S)
+    run_command(command, Path(install_db).name, timeout=INSTALL_TIMEOUT_S)
 
 
 def _install_mysql(binary: ServerBinary, datadir: Path) -> None:
@@ -526,19 +572,21 @@ def _install_mysql(binary: ServerBinary, datadir: Path) -> None:
         f"--innodb-redo-log-capacity={LOG_FILE_SIZE}",
         *_user_option(),
     ]
-    _run(command, f"{binary.path.name} --initialize-insecure", timeout=INSTALL_TIMEOUT_S)
+    run_command(command, f"{binary.path.name} --initialize-insecure", timeout=INSTALL_TIMEOUT_S)
 
 
 def _plugin_dir(binary: ServerBinary) -> str | None:
     # Asked once per template: `--verbose --help` costs about as much as a third of a start.
     if binary.flavor != "MariaDB":
         return None
-    output = _run([str(binary.path), "--no-defaults", "--verbose", "--help"], f"{binary.path.name} --help")
+    output = run_command([str(binary.path), "--no-defaults", "--verbose", "--help"], f"{binary.path.name} --help")
     match = re.search(r"^plugin-dir\s+(\S+)\s*$", output, re.MULTILINE)
     return match.group(1) if match else None
 
 
 def _load_template(final: Path) -> Template:
+    import json
+
     inode = _inode(final)
     try:
         meta = json.loads((final / TEMPLATE_META).read_text())
@@ -585,7 +633,7 @@ def _server_command(binary: ServerBinary, template: Template, workdir: Path) -> 
     return command + _user_option()
 
 
-def _die_with_parent() -> Callable[[], None] | None:
+def die_with_parent() -> Callable[[], None] | None:
     """A preexec_fn making the server get SIGKILL when we die, even by SIGKILL.
 
     Linux only. The signal follows the *thread* that started the server, so
@@ -621,7 +669,7 @@ def _launch(command: list[str], log_path: Path) -> subprocess.Popen:
             stdout=log,
             stderr=log,
             start_new_session=True,
-            preexec_fn=_die_with_parent(),
+            preexec_fn=die_with_parent(),
         )
 
 

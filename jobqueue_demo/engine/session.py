@@ -150,16 +150,19 @@ class Session:
         """The answer to the statement in flight; a result that takes longer than
         `fetch_timeout` to arrive drops the connection and raises FetchTimeout."""
         try:
-            result = result_from_connection(self.conn, self.sent_at, fetch_timeout)
+            result = self._answer(fetch_timeout)
         except FetchTimeout as e:
             self.drop_socket()
             self.pending_sql = None
             raise FetchTimeout(f"{e}; {self.name}'s connection was dropped (raise --step-timeout for big results)") from None
         self.pending_sql = None
         self.waiting = False
-        if result.error and result.error.errno in mysql_errors.LOST_CONNECTION:
+        if result.error and result.error.error_class == "connection-lost":
             self.closed = True
         return result
+
+    def _answer(self, fetch_timeout: float) -> Result:
+        return result_from_connection(self.conn, self.sent_at, fetch_timeout)
 
     def drop_socket(self) -> None:
         """End the connection the way a crashed process does: no COM_QUIT, no ROLLBACK."""

@@ -38,6 +38,8 @@ def _rows(scratch: ScratchDatabase, sql: str) -> tuple:
 
 
 class TableSnapshot:
+    how = "DELETE + INSERT ... SELECT, sessions reset with COM_CHANGE_USER"
+
     def __init__(self, scratch: ScratchDatabase, tables: tuple[str, ...]):
         self.scratch = scratch
         self.database = scratch.name + SNAPSHOT_SUFFIX

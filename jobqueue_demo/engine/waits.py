@@ -85,6 +85,12 @@ def parse_innodb_status(text: str) -> dict[int, TrxStatus]:
 class WaitMonitor:
     """Queries one control connection; it must never run a statement that can itself block."""
 
+    # InnoDB's view of a wait can lag: a freed waiter or a deadlock victim shows LOCK WAIT for
+    # a moment after the fact, so a wait is believed on its second sighting (run/settle.py).
+    exact = False
+    # SHOW ENGINE INNODB STATUS counts each transaction's record locks (--show-locks).
+    counts_row_locks = True
+
     def __init__(self, control, flavor: str):
         self.control = control
         self.mysql = flavor == "MySQL"
@@ -132,6 +138,11 @@ class WaitMonitor:
                 if kind and int(tid) not in out:
                     out[int(tid)] = kind
         return out
+
+    def in_cycle(self, thread_ids: list[int]) -> bool:
+        """Whether these waits form a cycle. InnoDB breaks one the moment it forms, before it
+        can be seen; a cycle it cannot see (a row lock and a metadata lock) ends by timeout."""
+        return False
 
     def alive(self, thread_id: int) -> bool:
         """Whether the server still has this connection or an active transaction of it."""

@@ -26,7 +26,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..engine import mysql_errors
 from ..run import events as ev
 from ..scenario.model import CAPTURE_REF, Statement
 
@@ -112,7 +111,7 @@ def _answers(scenario, moves, events) -> list[Done]:
         txn = count[event.session] if open_[event.session] else None
         out.append(Done(len(out), event.session, labels.get(event.index, "?"), event.sql, event, step, txn))
         error = event.result.error
-        if ENDS.match(event.sql) or (error is not None and error.errno == mysql_errors.ER_LOCK_DEADLOCK):
+        if ENDS.match(event.sql) or (error is not None and error.error_class == "deadlock"):
             open_[event.session] = False  # a deadlock victim's transaction is rolled back
     return out
 

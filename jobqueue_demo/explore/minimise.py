@@ -20,7 +20,7 @@ class PrefixChoice:
 
     def __init__(self, moves):
         self.moves = moves
-        self.index = 0
+        self.index = 0  # a chooser's walk number, which orders sampled walks; one walk here
 
     def choose(self, taken, enabled):
         depth = len(taken)
@@ -51,13 +51,13 @@ def _needed(space, execution) -> int:
     return needed
 
 
-def shortest_prefix(space, worker, execution):
+def shortest_prefix(space, runner, execution):
     """The prefix run that fails as `execution` does, or `execution` when none is shorter."""
     wanted = failures(execution)
     length = _needed(space, execution)
     if not wanted or execution.stuck or execution.diverged or length >= len(execution.moves):
         return execution
-    trial = worker.run(PrefixChoice(execution.moves[:length]))
+    trial = runner.run(PrefixChoice(execution.moves[:length]))
     if len(trial.moves) == length and not trial.stuck and failures(trial) == wanted:
         return trial
     return execution

@@ -9,7 +9,7 @@ Which steps can go next is only known while running (a statement waiting on a lo
 session back), so the space is walked the way stateless model checkers walk it: run a
 schedule to the end taking the first step that can go, note every other choice met on the
 way as a prefix still to run, and later replay each prefix from a freshly reset database.
-Every schedule is run exactly once, and prefixes can be handed to several workers.
+Every schedule is run exactly once, and prefixes can be handed to several runner threads.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..run import events as ev
-from ..engine import mysql_errors
 from ..errors import StuckError, UsageError
 from ..engine.result import Result
 from ..run.driver import Driver, RunOptions
@@ -113,12 +112,12 @@ class Execution:
         out = [(VIOLATED, c.invariant.name) for c in self.checks if not c.held]
         for event in self.events:
             if isinstance(event, ev.Completed) and event.result.error is not None:
-                errno = event.result.error.errno
+                error = event.result.error
                 where = f"{event.session} at line {self.lines.get(event.index, '?')}"
-                if errno == mysql_errors.ER_LOCK_DEADLOCK:
+                if error.error_class == "deadlock":
                     out.append((DEADLOCK, f"{where} chosen as the victim"))
                 else:
-                    out.append((ERROR, f"ERROR {errno} for {where}"))
+                    out.append((ERROR, f"ERROR {error.code} for {where}"))
         return list(dict.fromkeys(out))
 
     def _stuck_key(self) -> str:
@@ -272,7 +271,7 @@ class RandomChoice:
 
 
 class DepthFirst:
-    """Prefixes still to run, shared by the workers; the newest is taken first."""
+    """Prefixes still to run, shared by the runner threads; the newest is taken first."""
 
     def __init__(self, limit: int | None):
         self.stack: list[tuple[Move, ...]] = [()]
@@ -305,7 +304,7 @@ class DepthFirst:
 
     @property
     def complete(self) -> bool:
-        """Every schedule was run: nothing was left when the workers stopped."""
+        """Every schedule was run: nothing was left when the runner threads stopped."""
         return not self.stack
 
 
@@ -345,7 +344,9 @@ class Snapshot:
     """Resets by restoring the tables' rows as setup left them (engine/snapshot.py)."""
 
     def __init__(self, driver: Driver, tables: tuple[str, ...]):
-        self.restore = driver.snapshot(tables).restore
+        snapshot = driver.snapshot(tables)
+        self.restore = snapshot.restore
+        self.how = snapshot.how  # e.g. "DELETE + INSERT ... SELECT", as the engine restores
 
     def __call__(self) -> None:
         self.restore()
@@ -517,7 +518,7 @@ def explore(
 
 
 def _first_distinct(tallies: list[Tally], count: int) -> list[Tally]:
-    """Walks by index, repeats dropped: the same sample whatever order the workers finished."""
+    """Walks by index, repeats dropped: the same sample whatever order the runner threads finished in."""
     out: dict[tuple[Move, ...], Tally] = {}
     for tally in sorted(tallies, key=lambda t: t.index):
         out.setdefault(tally.moves, tally)
@@ -525,11 +526,12 @@ def _first_distinct(tallies: list[Tally], count: int) -> list[Tally]:
 
 
 def _run_all(space: Space, server, options: ExploreOptions, source, on_schedule) -> tuple[list[Tally], str]:
-    """Runs schedules on `options.jobs` workers; results are handled on the calling thread."""
+    """Runs schedules on `options.jobs` threads, each with its own ScheduleRunner; results are
+    handled on the calling thread."""
     results: queue.Queue = queue.Queue()
     resets: list[str] = []
     threads = [
-        threading.Thread(target=_work, args=(space, server, options, source, results, resets), daemon=True)
+        threading.Thread(target=_run_schedules, args=(space, server, options, source, results, resets), daemon=True)
         for _ in range(options.jobs)
     ]
     for thread in threads:
@@ -557,16 +559,16 @@ def _run_all(space: Space, server, options: ExploreOptions, source, on_schedule)
     return tallies, resets[0] if resets else ""
 
 
-def _work(space: Space, server, options: ExploreOptions, source, results: queue.Queue, resets: list[str]) -> None:
+def _run_schedules(space: Space, server, options: ExploreOptions, source, results: queue.Queue, resets: list[str]) -> None:
     try:
-        with ScheduleRunner(space, server, options) as worker:
-            resets.append(_describe_reset(worker.reset))
+        with ScheduleRunner(space, server, options) as runner:
+            resets.append(_describe_reset(runner.reset))
             while (chooser := source.take()) is not None:
-                execution = worker.run(chooser)
+                execution = runner.run(chooser)
                 for _ in range(REPLAYS):
                     if not execution.diverged:
                         break
-                    execution = worker.run(chooser)  # a momentary wait seen on the way: try again
+                    execution = runner.run(chooser)  # a momentary wait seen on the way: try again
                 source.done(chooser, execution)
                 results.put(execution)
     except BaseException as e:  # handed to the calling thread, which raises it
@@ -579,7 +581,7 @@ def _work(space: Space, server, options: ExploreOptions, source, results: queue.
 def _describe_reset(reset: Snapshot | Rebuild) -> str:
     if isinstance(reset, Rebuild):
         return f"database rebuilt from setup for every schedule ({reset.reason})"
-    return "tables restored from a snapshot (DELETE + INSERT ... SELECT), sessions reset with COM_CHANGE_USER"
+    return f"tables restored from a snapshot ({reset.how})"
 
 
 def _replayed(space: Space, server, options: ExploreOptions, tallies: list[Tally]) -> tuple[Finding, ...]:
@@ -595,14 +597,14 @@ def _replayed(space: Space, server, options: ExploreOptions, tallies: list[Tally
         return ()
     names = [i.name for i in space.scenario.invariants]
     out = []
-    with ScheduleRunner(space, server, options, name_blockers=True) as worker:
+    with ScheduleRunner(space, server, options, name_blockers=True) as runner:
         for key in sorted(shortest, key=lambda k: (SEVERITY.index(k[0]), names.index(k[1]) if k[0] == VIOLATED else 0, k[1])):
-            replay = worker.run(FirstChoice(shortest[key].moves))
-            out.append(_explained(space, worker, Finding(key[0], key[1], seen[key], replay, key in replay.findings())))
+            replay = runner.run(FirstChoice(shortest[key].moves))
+            out.append(_explained(space, runner, Finding(key[0], key[1], seen[key], replay, key in replay.findings())))
     return tuple(out)
 
 
-def _explained(space: Space, worker: ScheduleRunner, finding: Finding) -> Finding:
+def _explained(space: Space, runner: ScheduleRunner, finding: Finding) -> Finding:
     """A violation with its schedule cut to the shortest prefix showing it, and named."""
     from dataclasses import replace
 
@@ -611,7 +613,7 @@ def _explained(space: Space, worker: ScheduleRunner, finding: Finding) -> Findin
 
     if finding.kind != VIOLATED or not finding.reproduced:
         return finding
-    shown = shortest_prefix(space, worker, finding.shortest)
+    shown = shortest_prefix(space, runner, finding.shortest)
     left_out = len(finding.shortest.moves) - len(shown.moves)
     named = tuple(explain(space.scenario, shown.moves, shown.events))
     return replace(finding, shortest=shown, left_out=left_out, explanations=named)

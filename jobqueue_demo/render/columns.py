@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..run import events as ev
+from .color import console, session_colours
 from .table import display_width, format_table
 from .transcript import (
     NARRATION,
@@ -135,7 +136,7 @@ class ColumnsLayout:
 
     def _block(self, event) -> Block | None:
         if isinstance(event, ev.Completed):
-            return self._own(event.session, _completed(event, self.cell))
+            return self._own(event.session, completed_lines(event, self.cell))
         if isinstance(event, ev.Waiting):
             wait = Line(f"-- {wait_phrase(event)}", event.session, WAIT)
             return self._own(event.session, [*_statement(event.session, event.sql, event.comment), wait])
@@ -187,8 +188,8 @@ class ColumnsLayout:
         out = []
         for line in block.lines:
             kind = ERROR if line.kind == RESULT and line.text.startswith("ERROR ") else line.kind
-            for piece in _wrap_line(line, width):
-                out.append(Segment(_pad(piece, width), kind, line.session))
+            for piece in wrap_line(line, width):
+                out.append(Segment(pad(piece, width), kind, line.session))
         return out or [Segment(" " * width)]
 
     def _filler(self, session: str, row: int) -> Segment:
@@ -209,7 +210,7 @@ class ColumnsLayout:
         return tuple(out)
 
 
-def _completed(event: ev.Completed, width: int) -> list[Line]:
+def completed_lines(event: ev.Completed, width: int) -> list[Line]:
     if event.waited_ms is not None:
         head = [Line(f"{event.session}> <... completed after {event.waited_ms:.0f} ms>", event.session, SQL)]
     else:
@@ -272,7 +273,7 @@ def _statement(session: str, sql: str, comment: str | None) -> list[Line]:
     return lines + [Line(f"-- {comment}", session, NOTE)] if comment else lines
 
 
-def _wrap_line(line: Line, width: int) -> list[str]:
+def wrap_line(line: Line, width: int) -> list[str]:
     """SQL keeps a hanging indent under its prompt; tables fold rather than break at spaces."""
     if not line.text:
         return [""]
@@ -287,40 +288,40 @@ def _wrap_line(line: Line, width: int) -> list[str]:
     return wrap(line.text, width, "   " if line.kind in (NOTE, WAIT, RESULT) else "")
 
 
-def _pad(text: str, width: int) -> str:
+def pad(text: str, width: int) -> str:
     return text + " " * max(0, width - cells(text))
 
 
 def _clip(text: str, width: int) -> str:
-    return _pad(fold(text, width)[0], width)
+    return pad(fold(text, width)[0], width)
 
 
 def plain_text(line: tuple[Segment, ...]) -> str:
     return "".join(s.text for s in line).rstrip()
 
 
-# The transcript's session colours (cyan, magenta, ...), as rich names them.
-RICH_SESSION = ("cyan", "magenta", "yellow", "green", "blue", "red")
+# How each kind of segment looks when colour is on; {c} is its session's colour (color.py).
 RICH_KIND = {SQL: "bold {c}", RESULT: "{c}", TABLE: "{c}", HEAD: "bold {c}", ERROR: "bold red", NOTE: "dim",
              NARRATION: "italic", WAIT: "yellow", MARK: "dim yellow", FRAME: "dim"}
 
 
 class ColumnsView:
-    """Writes the diagram as events arrive: rich styles on a terminal, plain text when piped.
+    """Writes the diagram as events arrive: rich styles when `color` (color.py decides), box
+    drawing on a terminal (a pipe gets ASCII), plain text otherwise.
 
     Too narrow for its sessions, it writes the transcript instead, after a one-line note.
     """
 
-    def __init__(self, stream, sessions: tuple[str, ...], width: int, rich: bool):
+    def __init__(self, stream, sessions: tuple[str, ...], width: int, color: bool):
         self.stream = stream
-        self.layout = ColumnsLayout(sessions, width, BOX if rich else PLAIN)
-        self.console = _console(stream, width) if rich else None
-        self.colours = {n: RICH_SESSION[i % len(RICH_SESSION)] for i, n in enumerate(sessions)}
+        self.layout = ColumnsLayout(sessions, width, BOX if stream.isatty() else PLAIN)
+        self.console = console(stream, on=True, width=width, highlight=False, markup=False, emoji=False) if color else None
+        self.colours = session_colours(sessions)
         self.fallback = None
         if self.layout.cell < MIN_CELL:
             from .transcript import TranscriptWriter
 
-            self.fallback = TranscriptWriter(stream, sessions, rich)
+            self.fallback = TranscriptWriter(stream, sessions, color)
             need = MIN_CELL * len(sessions) + len(self.layout.glyphs.sep) * (len(sessions) - 1)
             self.note = Line(
                 f"-- columns: {len(sessions)} sessions in {width} columns leave {self.layout.cell} characters each, "
@@ -348,9 +349,3 @@ class ColumnsView:
             text.append(segment.text, RICH_KIND.get(segment.kind, "").format(c=colour))
         text.rstrip()
         return text
-
-
-def _console(stream, width: int):
-    from rich.console import Console
-
-    return Console(file=stream, width=width, highlight=False, markup=False, emoji=False)

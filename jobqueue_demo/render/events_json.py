@@ -13,15 +13,15 @@ import datetime
 import json
 
 from ..run import events as ev
-from ..engine import mysql_errors
 from ..engine.result import Result
 
 
 def result_record(result: Result) -> dict:
     if result.error is not None:
         error = result.error
+        # `errno` is 0 on PostgreSQL, whose errors have a SQLSTATE only; `class` is portable.
         return {"error": {"errno": error.errno, "sqlstate": error.sqlstate, "message": error.message,
-                          "name": mysql_errors.name_of(error.errno)}}
+                          "name": error.name, "class": error.error_class}}
     out: dict = {"affected": result.affected, "warnings": result.warnings}
     if result.is_rows:
         out = {"columns": list(result.columns), "rows": [list(r) for r in result.rows], **out}
@@ -31,7 +31,7 @@ def result_record(result: Result) -> dict:
 
 
 def records(event) -> list[dict]:
-    """What one runner event says, as JSON-ready objects (none for the step markers)."""
+    """What one run event (run/events.py) says, as JSON-ready objects (none for the step markers)."""
     if isinstance(event, ev.RunStarted):
         started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
         return [{"event": "run_started", "title": event.title, "server": event.server,

@@ -26,6 +26,18 @@ class LessonFacts:
     events: tuple
     verified: str  # "MariaDB 10.11.19 on 2026-12-02"
     lesson: str  # what to pass to `jobqueue-demo run`
+    others: tuple[LessonFacts, ...] = ()  # the same lesson's runs on other engines, shown after this one
+    # The file's stamps for the lesson's engines not run for this page ("PostgreSQL 15.20 on ...").
+    recorded: tuple[str, ...] = ()
+
+    @property
+    def runs(self) -> tuple[LessonFacts, ...]:
+        return (self, *self.others)
+
+    @property
+    def verified_text(self) -> str:
+        """"Verified against MariaDB ... on ... · Verified against PostgreSQL ... on ..."."""
+        return " · ".join(f"Verified against {stamp}" for stamp in (*(run.verified for run in self.runs), *self.recorded))
 
 
 @dataclass(frozen=True)
@@ -67,18 +79,28 @@ def passages(events, prompts: dict[str, str] | None = None) -> list[Passage]:
     return out
 
 
+def _heading(page: LessonFacts, run: LessonFacts) -> str:
+    """"Transcript", or on a page with several engines "Transcript on PostgreSQL 15.20"."""
+    return f"Transcript on {run.verified.rsplit(' on ', 1)[0]}" if page.others else "Transcript"
+
+
 def paragraphs(text: str) -> list[str]:
     """Blank-line separated paragraphs, each folded to one line."""
     return [" ".join(p.split()) for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
 
 
-def run_commands(lesson: str) -> list[str]:
+def run_commands(lesson: str, engines: tuple[str, ...] = ("mysql",)) -> list[str]:
     lesson = shlex.quote(lesson)
-    return [
+    out = [
         f"jobqueue-demo run {lesson}",
         f"jobqueue-demo run {lesson} --step --layout columns",
         f"jobqueue-demo verify {lesson}",
     ]
+    if "postgresql" in engines:
+        out.append(f"jobqueue-demo --engine postgresql run {lesson}")
+    if len(engines) > 1:
+        out.append(f"jobqueue-demo compare {lesson}")
+    return out
 
 
 RUN_NOTE = (
@@ -113,22 +135,23 @@ def render_markdown(facts: LessonFacts) -> str:
     parts = [f"# {s.title}"]
     if s.summary:
         parts.append(f"*{s.summary.strip()}*")
-    parts.append(f"**Verified against {facts.verified}** · [Run it yourself](#run-it-yourself) · "
+    parts.append(f"**{facts.verified_text}** · [Run it yourself](#run-it-yourself) · "
                  "[Scenario source](#scenario-source)")
     parts += paragraphs(s.description)
-    parts.append("## Transcript")
-    for passage in passages(facts.events, facts.scenario.prompts):
-        if passage.deadlock is not None:
-            continue  # the transcript above it tells the cycle in text
-        if passage.narration is not None:
-            parts.append("> " + " ".join(passage.narration.split()))
-        else:
-            parts.append(fence("\n".join(p.line.text for p in passage.lines), "text"))
+    for run in facts.runs:
+        parts.append(f"## {_heading(facts, run)}")
+        for passage in passages(run.events, facts.scenario.prompts):
+            if passage.deadlock is not None:
+                continue  # the transcript above it tells the cycle in text
+            if passage.narration is not None:
+                parts.append("> " + " ".join(passage.narration.split()))
+            else:
+                parts.append(fence("\n".join(p.line.text for p in passage.lines), "text"))
     if s.why.strip():
         parts += [f"## {WHY_HEADING}", *paragraphs(s.why)]
-    parts += ["## Run it yourself", fence("\n".join(run_commands(facts.lesson)), "sh"), RUN_NOTE]
+    parts += ["## Run it yourself", fence("\n".join(run_commands(facts.lesson, facts.scenario.engines)), "sh"), RUN_NOTE]
     parts += ["## Scenario source", fence(s.source, "yaml")]
-    parts.append(f"---\n\nVerified against {facts.verified}.")
+    parts.append(f"---\n\n{facts.verified_text}.")
     return "\n\n".join(parts) + "\n"
 
 
@@ -219,23 +242,26 @@ def _transcript_html(facts: LessonFacts, classes: dict[str, str]) -> list[str]:
 def render_html(facts: LessonFacts) -> str:
     s = facts.scenario
     classes = {name: f"s{i}" for i, name in enumerate(s.session_names)}
-    verified = html.escape(facts.verified)
+    verified = html.escape(facts.verified_text)
     body = ['<p class="kicker">jobqueue-demo lesson</p>', f"<h1>{html.escape(s.title)}</h1>"]
     if s.summary:
         body.append(f'<p class="summary">{_inline(s.summary.strip())}</p>')
-    body.append(f'<p class="verified">Verified against {verified} · <a href="#run">Run it yourself</a> · '
+    body.append(f'<p class="verified">{verified} · <a href="#run">Run it yourself</a> · '
                 '<a href="#source">Scenario source</a></p>')
     body += [f"<p>{_inline(p)}</p>" for p in paragraphs(s.description)]
-    body += ['<section id="transcript">', "<h2>Transcript</h2>", *_transcript_html(facts, classes), "</section>"]
+    for number, run in enumerate(facts.runs):
+        anchor = "transcript" if number == 0 else f"transcript-{run.scenario.engine}"
+        body += [f'<section id="{anchor}">', f"<h2>{html.escape(_heading(facts, run))}</h2>",
+                 *_transcript_html(run, classes), "</section>"]
     if s.why.strip():
         body += ['<section id="why">', f"<h2>{WHY_HEADING}</h2>", *[f"<p>{_inline(p)}</p>" for p in paragraphs(s.why)],
                  "</section>"]
-    commands = html.escape("\n".join(run_commands(facts.lesson)))
+    commands = html.escape("\n".join(run_commands(facts.lesson, facts.scenario.engines)))
     body += ['<section id="run">', "<h2>Run it yourself</h2>", f"<pre><code>{commands}</code></pre>",
              f"<p>{_inline(RUN_NOTE)}</p>", "</section>"]
     body += ['<section id="source">', "<h2>Scenario source</h2>",
              f"<pre><code>{html.escape(s.source.rstrip())}</code></pre>", "</section>"]
-    body.append(f"<footer>Verified against {verified} by running every step and checking it against the "
+    body.append(f"<footer>{verified} by running every step and checking it against the "
                 "scenario's expectations.</footer>")
     head = (f'<meta charset="utf-8">\n<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f"<title>{html.escape(s.title)}</title>\n<style>{CSS}{_session_css(s.session_names)}\n</style>")

@@ -9,9 +9,10 @@ from __future__ import annotations
 import sys
 import time
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
 from rich.text import Text
+
+from .color import console
 
 SHOW_AFTER_S = 2.0
 
@@ -56,7 +57,7 @@ class LateProgress:
     def _start(self) -> None:
         self.bar = Progress(
             TextColumn(self.unit), BarColumn(), MofNCompleteColumn(), _Rate(self.unit), TextColumn("ETA"),
-            TimeRemainingColumn(), console=Console(file=self.stream), transient=True,
+            TimeRemainingColumn(), console=console(self.stream), transient=True,
         )
         self.bar.start()
         # The rate counts from the start of the work, not from when the bar appeared.

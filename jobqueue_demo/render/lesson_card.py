@@ -27,7 +27,8 @@ def card(scenario: Scenario, name: str, variant_of: tuple[str, ...] = ()) -> lis
         lines.append("explore variant: none")
     if scenario.invariants:
         lines.append("invariants: " + "; ".join(i.name for i in scenario.invariants))
-    lines.append(f"verified: {scenario.verified or 'not recorded'}")
+    lines.append(f"engines: {', '.join(scenario.engines)}")
+    lines += [f"verified: {stamp}" for _, stamp in scenario.stamps] or ["verified: not recorded"]
     lines.append(f"run it: jobqueue-demo run {name}   (the YAML: jobqueue-demo show {name} --source)")
     return lines
 
@@ -49,12 +50,11 @@ def _expected(index: int, step: Statement) -> str:
 
 
 def _session(spec: SessionSpec) -> str:
-    settings = [f"{spec.isolation}" if spec.isolation else ""]
+    settings = [spec.isolation] if spec.isolation else []
     if spec.innodb_lock_wait_timeout is not None:
         settings.append(f"innodb_lock_wait_timeout {spec.innodb_lock_wait_timeout}")
     if spec.lock_wait_timeout is not None:
         settings.append(f"lock_wait_timeout {spec.lock_wait_timeout}")
-    settings = [s for s in settings if s]
     return spec.name + (f" ({', '.join(settings)})" if settings else "")
 
 

@@ -12,3 +12,41 @@ def matrix_text(combinations, first: str, rows: list[tuple[str, ...]]) -> str:
     columns = (first, *(f"[{i}]" for i in range(1, len(combinations) + 1)))
     table = format_table(columns, (False,) * len(columns), rows)
     return "\n".join(legend + [table])
+
+
+def lesson_matrix_lines(runs, table, server_label: str) -> list[str]:
+    """One scenario's table for run and verify --matrix: the steps that differ, then each
+    combination's expectations."""
+    found = table.differences
+    rows = [(label, *cells) for label, cells in zip(found.labels, found.rows)]
+    rows.append(("expectations", *table.summaries))
+    return [
+        f"-- {table.scenario.path}: {len(runs.combinations)} combination(s) on {server_label}",
+        matrix_text(runs.combinations, "step", rows),
+        f"-- {found.same} statement(s) with the same outcome everywhere are not shown",
+    ]
+
+
+def restart_lines(runs) -> list[str]:
+    return [f"-- a second embedded server started with {' '.join(r.options)}: {r.seconds:.2f} s" for r in runs.restarts]
+
+
+def explore_matrix_lines(runs, scenario_path: str, server_label: str) -> list[str]:
+    """explore --matrix: outcome counts and findings side by side, then the verdict."""
+    from ..explore.search import OUTCOMES
+
+    reports, plan = runs.results, runs.combinations
+    rows = [(kind, *(f"{r.counts[kind]:,}" for r in reports)) for kind in OUTCOMES]
+    for kind, what in dict.fromkeys((f.kind, f.what) for r in reports for f in r.findings):
+        cells = []
+        for report in reports:
+            found = next((f for f in report.findings if (f.kind, f.what) == (kind, what)), None)
+            cells.append(f"{found.schedules:,} of {report.explored:,}" if found else "-")
+        rows.append((f"{kind}: {what}", *cells))
+    failed = [f"[{i}]" for i, r in enumerate(reports, 1) if r.failed]
+    if failed:
+        verdict = f"verdict: FAILED under {', '.join(failed)} of {len(plan)} combination(s) (exit 1)"
+    else:
+        verdict = f"verdict: invariants hold and nothing got stuck under all {len(plan)} combination(s)"
+    header = f"-- {scenario_path}: {len(plan)} combination(s) on {server_label}"
+    return [header, matrix_text(plan, "schedules", rows), *restart_lines(runs), verdict]

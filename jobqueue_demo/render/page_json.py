@@ -13,11 +13,17 @@ def render_json(facts: LessonFacts) -> str:
     page = {
         "title": s.title,
         "summary": s.summary,
-        "verified": f"Verified against {facts.verified}",
+        "verified": facts.verified_text,
         "introduction": paragraphs(s.description),
         "transcript": [_passage(p) for p in passages(facts.events) if p.deadlock is None],
+        # With --engines: every engine's transcript, the first one also given above.
+        "transcripts": [
+            {"engine": run.scenario.engine, "verified": run.verified,
+             "transcript": [_passage(p) for p in passages(run.events) if p.deadlock is None]}
+            for run in facts.runs
+        ],
         "why": {"heading": WHY_HEADING, "paragraphs": paragraphs(s.why)},
-        "run": run_commands(facts.lesson),
+        "run": run_commands(facts.lesson, facts.scenario.engines),
         "events": [r for e in facts.events for r in records(e)],
         "source": s.source,
     }

@@ -1,8 +1,8 @@
 """Step-through and pacing for `run`: each step is held until a key is pressed or a timer ends.
 
-The runner yields StepStarting before a step and does nothing until asked for the next
-event, so holding here holds the run. Quit unwinds out of the run; closing the runner's
-generator on the way rolls every session back and drops the scratch database.
+A run (run/driver.py) yields StepStarting before a step and does nothing until asked for the
+next event, so holding here holds the run. Quit unwinds out of the run; closing the run's
+event generator on the way rolls every session back and drops the scratch database.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ class Interrupted(Quit):
 
 @dataclass(frozen=True)
 class Pacing:
+    """--step and --pace: what holds each step back."""
+
     step: bool  # hold each step until Enter (or q)
     pace: float | None  # seconds between steps; with `step`, a key press cuts it short
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from ..run import events as ev
 from ..engine import mysql_errors
 from ..engine.result import Result
+from .color import console, session_colours
 from .table import format_table
 
 # The mysql client reports an affected-row count for every statement; lessons show it only
@@ -21,6 +22,8 @@ SQL, RESULT, NOTE, NARRATION = "sql", "result", "note", "narration"
 
 @dataclass(frozen=True)
 class Line:
+    """One line of a transcript: its text, whose it is (None: the lesson's), and what kind."""
+
     text: str
     session: str | None = None
     kind: str = SQL
@@ -69,11 +72,11 @@ def _error_notes(session: str, result: Result, sql: str) -> list[Line]:
     # a lost certification there with the same error.
     if errno == mysql_errors.ER_LOCK_DEADLOCK and COMMIT.match(sql):
         text = f"-- {session}'s write set failed certification against one committed first: its whole transaction was rolled back"
-    elif errno == mysql_errors.ER_LOCK_DEADLOCK:
+    elif result.error.error_class == "deadlock":
         text = f"-- {session} was chosen as the deadlock victim: its whole transaction was rolled back"
     elif errno == mysql_errors.ER_LOCK_WAIT_TIMEOUT:
         text = f"-- only this statement was rolled back; {session}'s transaction is still open"
-    elif errno in mysql_errors.LOST_CONNECTION:
+    elif result.error.error_class == "connection-lost":
         text = f"-- {session}'s connection is gone; the server rolls back its open transaction"
     else:
         return []
@@ -156,35 +159,33 @@ def fault_text(event: ev.FaultApplied) -> str:
     return text
 
 
-ANSI_SESSION = ("36", "35", "33", "32", "34", "31")
-ANSI_RESET = "\x1b[0m"
+# How each kind of line looks when colour is on; {c} is its session's colour (color.py).
+STYLES = {SQL: "bold {c}", RESULT: "{c}", NOTE: "dim", NARRATION: "italic"}
+ERROR_STYLE = "bold red"
 
 
 class TranscriptWriter:
-    """Writes lines to a stream, each session in its own colour when colour is on."""
+    """Writes lines to a stream, each session in its own colour when `color` (color.py decides)."""
 
     def __init__(self, stream, sessions: tuple[str, ...], color: bool):
         self.stream = stream
-        self.color = color
-        self.codes = {name: ANSI_SESSION[i % len(ANSI_SESSION)] for i, name in enumerate(sessions)}
+        # rich only when colour is on: plain text needs none of it.
+        self.console = console(stream, on=True, highlight=False, markup=False, emoji=False) if color else None
+        self.colours = session_colours(sessions)
 
     def write(self, lines: list[Line]) -> None:
         for line in lines:
-            self.stream.write(self._paint(line) + "\n")
+            style = self._style(line) if self.console is not None and line.text else ""
+            if style:
+                self.console.print(line.text, style=style, soft_wrap=True)
+            else:
+                self.stream.write(line.text + "\n")
         self.stream.flush()
 
-    def _paint(self, line: Line) -> str:
-        if not self.color or not line.text:
-            return line.text
-        if line.kind == NARRATION:
-            return f"\x1b[3m{line.text}{ANSI_RESET}"
-        code = self.codes.get(line.session)
-        if line.kind == NOTE:
-            return f"\x1b[2m{line.text}{ANSI_RESET}"
-        if code is None:
-            return line.text
-        if line.kind == SQL:
-            return f"\x1b[1;{code}m{line.text}{ANSI_RESET}"
-        if line.text.startswith("ERROR "):
-            return f"\x1b[31m{line.text}{ANSI_RESET}"
-        return f"\x1b[{code}m{line.text}{ANSI_RESET}"
+    def _style(self, line: Line) -> str:
+        colour = self.colours.get(line.session)
+        if line.kind in (SQL, RESULT) and colour is None:
+            return ""
+        if line.kind == RESULT and line.text.startswith("ERROR "):
+            return ERROR_STYLE
+        return STYLES[line.kind].format(c=colour)

@@ -10,8 +10,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..engine import control
-from ..engine.scratch import ScratchDatabase
+from ..engine import control  # a Galera cluster's own status (MariaDB only)
 from ..engine.server import ServerInfo
 from ..engine.session import Session
 from ..engine.node_waits import NodeWaits, on_node, split
@@ -36,7 +35,8 @@ class Connections:
         self.server = server
         self.step_timeout = step_timeout
         self.settings = settings  # --matrix: SET SESSION assignments for every session, after its own
-        self.scratch = ScratchDatabase(
+        self.seam = server.seam
+        self.scratch = self.seam.scratch(
             server, confine=not server.shared_user, multi_statements=True, answer_timeout=step_timeout
         )
         self.database = self.scratch.name
@@ -56,13 +56,11 @@ class Connections:
     def open(self) -> None:
         self.scratch.open()
         self.control = self.scratch.conn
-        self.monitor = WaitMonitor(self.control, self.server.flavor)
+        self.monitor = self.seam.wait_monitor(self.control, self.server)
         if self._nodes():
-            others = {node: WaitMonitor(self._control_of(node), self.server.flavor) for node in self._nodes()}
+            others = {node: self.seam.wait_monitor(self._control_of(node), self.server) for node in self._nodes()}
             self.monitor = NodeWaits({1: self.monitor, **others})
-        self.user_conn = self.scratch.session_params.connect(
-            database=self.database, multi_statements=True, answer_timeout=self.step_timeout
-        )
+        self.user_conn = self.seam.user_connection(self.scratch, self.step_timeout)
         if self.scenario.setup:
             self._run_setup()
         if self.server.nodes:
@@ -77,24 +75,16 @@ class Connections:
             self._run_setup()
 
     def survey(self) -> Survey:
-        from ..engine.snapshot import survey
-
-        return survey(self.scratch)
+        return self.seam.survey(self.scratch)
 
     def snapshot(self, tables: tuple[str, ...]) -> TableSnapshot:
-        from ..engine.snapshot import TableSnapshot
-
-        return TableSnapshot(self.scratch, tables)
+        return self.seam.snapshot(self.scratch, tables)
 
     def restart_sessions(self) -> None:
-        """Give every session a clean slate, as if newly connected.
-
-        COM_CHANGE_USER rolls back, drops temporary tables, releases table and user locks
-        and resets session variables, at a fifth of the cost of a new connection. A session
-        that is gone, or still inside a statement, gets a new connection instead.
+        """Give every session a clean slate, as if newly connected (the seam's `reset_session`:
+        cheaper than a new connection). A session that is gone, or still inside a statement,
+        gets a new connection instead.
         """
-        import MySQLdb
-
         if self.server.nodes:
             # Node 1 first applies what the other nodes committed: the invariants read it, and
             # a reset running beside a late write set would be rolled back by it (ERROR 1213).
@@ -104,14 +94,9 @@ class Connections:
             if session.busy and not session.closed:
                 self.kill_quietly(session.thread_id)
                 session.close()
-            if not session.closed:
-                try:
-                    params = self.scratch.session_params
-                    session.conn.change_user(params.user, params.password, self.database)
-                    self._apply_settings(session.conn, self.specs[name])
-                    continue
-                except MySQLdb.OperationalError:
-                    session.close()  # killed by a fault step: the server has already ended it
+            if not session.closed and self.seam.reset_session(session, self.scratch, self._settings_sql(self.specs[name])):
+                continue
+            session.close()  # killed by a fault step: the server has already ended it
             self.sessions[name] = self._connect(self.specs[name])
 
     def catch_up(self) -> None:
@@ -144,16 +129,9 @@ class Connections:
         self.sessions[name] = self._connect(self.specs[name])
 
     def _run_setup(self) -> None:
-        import MySQLdb
-
-        try:
-            self.user_conn.query(self.scenario.setup.encode("utf-8"))
-            while True:
-                self.user_conn.store_result()  # each setup statement's result must be read before the next
-                if self.user_conn.next_result() != 0:
-                    break
-        except MySQLdb.Error as e:
-            raise ScenarioError(self.scenario.path, f"setup failed: ERROR {e.args[0]}: {e.args[-1]}") from None
+        failure = self.seam.run_script(self.user_conn, self.scenario.setup)
+        if failure is not None:
+            raise ScenarioError(self.scenario.path, f"setup failed: {failure}")
 
     def _check_replicable(self) -> None:
         """Galera replicates the rows of InnoDB tables with a primary key only; a lesson whose
@@ -174,18 +152,20 @@ class Connections:
 
     def _connect(self, spec: SessionSpec) -> Session:
         if spec.node is None:
-            conn = self.scratch.session_params.connect(database=self.database, answer_timeout=self.step_timeout)
-        else:
-            # The database may not exist on this node yet: it is chosen once the node caught up.
-            node = self.server.nodes[spec.node - 1]
-            params = replace(self.scratch.session_params, host=node.host, port=node.port, unix_socket=node.unix_socket)
-            conn = params.connect(database=None, answer_timeout=self.step_timeout)
-            _catch_up(self._control_of(spec.node), _last_committed(self.control))
-            conn.select_db(self.database)
-        self._apply_settings(conn, spec)
+            return self.seam.session(spec.name, self.scratch, self._settings_sql(spec), self.step_timeout)
+        # The database may not exist on this node yet: it is chosen once the node caught up.
+        node = self.server.nodes[spec.node - 1]
+        params = replace(self.scratch.session_params, host=node.host, port=node.port, unix_socket=node.unix_socket)
+        conn = params.connect(database=None, answer_timeout=self.step_timeout)
+        _catch_up(self._control_of(spec.node), _last_committed(self.control))
+        conn.select_db(self.database)
+        settings = self._settings_sql(spec)
+        if settings:
+            conn.query(settings.encode())
         return Session(spec.name, conn, on_node(spec.node, conn.thread_id()))
 
-    def _apply_settings(self, conn, spec: SessionSpec) -> None:
+    def _settings_sql(self, spec: SessionSpec) -> str | None:
+        """The statement giving a session its settings, None when it has none."""
         dialect = self.server.dialect
         settings = []
         if spec.isolation:
@@ -197,8 +177,7 @@ class Connections:
         if spec.wsrep_sync_wait is not None:
             settings.append(f"wsrep_sync_wait = {spec.wsrep_sync_wait}")
         settings += self.settings
-        if settings:
-            conn.query(dialect.set_session(settings).encode())
+        return dialect.set_session(settings) if settings else None
 
     def close(self, quiet: bool = False) -> None:
         """Leave nothing behind: end every session's transaction, drop the scratch database
@@ -252,11 +231,11 @@ class Connections:
     def _on_its_node(self, run_id: int, statement) -> None:
         """`statement(thread id)` on the control connection of the thread's own node."""
         node, thread_id = split(run_id)
-        control.execute(self._control_of(node), statement(thread_id))
+        self.seam.execute(self._control_of(node), statement(thread_id))
 
     def execute(self, sql: str) -> None:
         """The tool's own SQL on the control connection."""
-        control.execute(self.control, sql)
+        self.seam.execute(self.control, sql)
 
     def wait_gone(self, thread_id: int, deadline: float) -> bool:
         """Whether the server has ended the connection before `deadline`."""
@@ -271,7 +250,7 @@ class Connections:
     def names(self) -> dict[int, str]:
         """Thread id -> how a transcript names it."""
         names = {s.thread_id: s.name for s in self.sessions.values()}
-        names[self.control.thread_id()] = "the control connection"
+        names[self.seam.connection_id(self.control)] = "the control connection"
         return names
 
 

@@ -15,10 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..engine.mysql_errors import ER_LOCK_DEADLOCK
 from ..engine.result import Result
 from ..engine.server import ServerInfo
-from ..engine.session import Session, answer
+from ..engine.session import Session
 from ..errors import StuckError
 from ..scenario.model import Fault, Locks, Narration, Scenario, Statement
 from . import events as ev
@@ -35,6 +34,8 @@ if TYPE_CHECKING:  # imported where a deadlock, a stuck run or explore needs the
 
 @dataclass(frozen=True)
 class RunOptions:
+    """How a run waits and what it adds to its events, beyond the scenario itself."""
+
     step_timeout: float = 10.0
     # Naming a row lock's holder reads InnoDB's cached lock tables, at most once per 0.1 s;
     # explore turns it off for the many schedules it only classifies.
@@ -139,7 +140,7 @@ class Driver:
 
     def check(self, sql: str) -> Result:
         """An invariant's answer, as the sessions' user, errors included."""
-        return answer(self.conns.user_conn, sql)
+        return self.server.seam.answer(self.conns.user_conn, sql)
 
     def close(self, quiet: bool = False) -> None:
         """Leave nothing behind (Connections.close); `quiet` when already failing."""
@@ -167,10 +168,8 @@ class Driver:
         elif isinstance(step, Fault):
             yield from faults.apply(self, index, step)
         elif isinstance(step, Locks):
-            from ..engine.locks import lock_table
-
             sessions = {s.thread_id: s.name for s in self.conns.sessions.values() if not s.closed}
-            columns, rows, note = lock_table(self.conns.monitor, self.database, sessions)
+            columns, rows, note = self.server.seam.lock_table(self.conns.monitor, self.database, sessions)
             yield ev.LocksShown(index, columns, rows, note)
 
     def _statement(self, index: int, step: Statement) -> Iterator[ev.Event]:
@@ -214,11 +213,9 @@ class Driver:
     def _deadlock(self, session: Session, result) -> DeadlockCycle | None:
         """The cycle a deadlock error broke; read only where lock holders are named (not while
         explore classifies schedules)."""
-        if result.error is None or result.error.errno != ER_LOCK_DEADLOCK or not self.options.name_blockers:
+        if result.error is None or result.error.error_class != "deadlock" or not self.options.name_blockers:
             return None
-        from ..engine.deadlock import read_deadlock
-
-        return read_deadlock(self.conns.monitor, self.database, self.conns.names(), session.thread_id)
+        return self.server.seam.read_deadlock(self.conns.monitor, self.database, self.conns.names(), session.thread_id)
 
     def _waiting(self, session: Session, kind: str) -> ev.Waiting:
         session.waiting = True

@@ -15,6 +15,8 @@ if TYPE_CHECKING:  # only a deadlock or a stuck run makes these; a run without o
 
 @dataclass(frozen=True)
 class RunStarted:
+    """The scratch database is ready and the first step is next."""
+
     title: str
     server: str  # e.g. "MariaDB 10.11.19"
     database: str
@@ -30,6 +32,8 @@ class StepStarting:
 
 @dataclass(frozen=True)
 class Narrated:
+    """A narration step: the lesson's prose between statements."""
+
     index: int
     text: str
 
@@ -50,6 +54,8 @@ class Waiting:
 
 @dataclass(frozen=True)
 class Completed:
+    """A statement's answer: its rows, count or error, after a wait when waited_ms is set."""
+
     index: int
     session: str
     sql: str
@@ -63,6 +69,8 @@ class Completed:
 
 @dataclass(frozen=True)
 class FaultApplied:
+    """A fault step done to a session (kill, disconnect, kill-query, reconnect, wait)."""
+
     index: int
     action: str
     session: str
@@ -73,6 +81,8 @@ class FaultApplied:
 
 @dataclass(frozen=True)
 class LocksShown:
+    """A `locks` step: the sessions' locks as the server lists them, and what it cannot list."""
+
     index: int
     columns: tuple[str, ...]
     rows: tuple[tuple[str | None, ...], ...]
@@ -102,6 +112,8 @@ class Stuck:
 
 @dataclass(frozen=True)
 class RunFinished:
+    """Every step has run and every statement has answered; the sessions close next."""
+
     elapsed_ms: float
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import re
 import time
+from collections.abc import Callable
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 
@@ -211,6 +212,28 @@ class Servers:
         return started
 
 
+@dataclass(frozen=True)
+class MatrixRuns:
+    """What a --matrix run made: its combinations (the columns of its table), what ran under
+    each, in the same order, and the servers started on the way for read-only settings."""
+
+    combinations: list[tuple[Setting, ...]]
+    results: list
+    restarts: list[Restart]
+
+
+def under_each(server, texts: list[str], run_one: Callable) -> MatrixRuns:
+    """`run_one(target, session_settings)` under every combination of the --matrix axes."""
+    plan = combinations(classify(server, parse_axes(texts)))
+    results = []
+    with Servers(server) as servers:
+        # One call per combination: a server started for a combination serves all it runs.
+        for combination in plan:
+            with servers.configured(combination) as target:
+                results.append(run_one(target, session_settings(target, combination)))
+    return MatrixRuns(plan, results, servers.restarts)
+
+
 def _check_taken(server, settings: tuple[Setting, ...]) -> None:
     """A server may start with a value it does not understand, warning and taking another."""
     took = _global_values(server)
@@ -264,11 +287,11 @@ def _words(result) -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """One combination's run: the outcome of every step, and what is said of it as a whole."""
+    """One combination's run of a scenario: the outcome of every step, and what is said of it as a whole."""
 
-    combination: tuple[Setting, ...]
     steps: dict[int, str]
-    summary: str  # e.g. "all 13 expectations met", or an explore's outcome counts
+    summary: str  # "all 13 met", "2 not met" or "stuck"
+    met: bool  # every expectation met
 
 
 @dataclass(frozen=True)
@@ -294,3 +317,14 @@ def differences(scenario: Scenario, columns: list[Column]) -> Differences:
         labels.append(f"{step.session}{positions[step.session]} line {step.line}: {sql[:40]}")
         rows.append(cells)
     return Differences(tuple(labels), tuple(rows), same)
+
+
+@dataclass(frozen=True)
+class LessonTable:
+    """One scenario under every combination: the steps whose outcome differs, and what is said
+    of each combination's run as a whole (its Column's summary)."""
+
+    scenario: Scenario
+    differences: Differences
+    summaries: tuple[str, ...]
+    met: bool  # every expectation met under every combination

@@ -9,14 +9,12 @@ from __future__ import annotations
 import json
 import re
 
-from ..engine import mysql_errors
 from ..engine.result import Result
-from ..scenario.model import Scenario, Statement
-from .verify import Outcome
+from ..scenario.model import Expectation, Scenario, Statement, error_spelling
+from .verify import Outcome, met
 
 PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_ ./@()+=-]*$")
 YAML_WORDS = {"null", "~", "true", "false", "yes", "no", "on", "off", "y", "n"}
-PORTABLE_CLASSES = ("lock-not-available", "connection-lost")
 
 
 def scalar(value: str | None) -> str:
@@ -31,17 +29,12 @@ def _flow(values) -> str:
     return "[" + ", ".join(scalar(v) for v in values) + "]"
 
 
-def _error_spelling(errno: int) -> str:
-    """Record the portable class where servers differ, so a recording verifies on both."""
-    for name in PORTABLE_CLASSES:
-        if errno in mysql_errors.CLASSES[name]:
-            return name
-    return mysql_errors.name_of(errno) or str(errno)
-
-
-def expectation_text(outcome: Outcome, indent: int, assert_no_wait: bool = False, flow: bool = False) -> str:
+def expectation_text(
+    outcome: Outcome, indent: int, assert_no_wait: bool = False, flow: bool = False, portable: bool = False,
+) -> str:
     """The `expect:` entry for an outcome, its first line unindented, the rest at `indent`;
     on one line when `flow` (inside a `{...}` step, where block style is not allowed).
+    `portable`: errors by their portable class wherever they have one (model.error_spelling).
 
     `waits: true` is always recorded; `waits: false` only where the author asked for it,
     since "did not wait" is the point of few statements.
@@ -54,7 +47,7 @@ def expectation_text(outcome: Outcome, indent: int, assert_no_wait: bool = False
     if result is None:
         pass
     elif result.error is not None:
-        fields.append(f"error: {_error_spelling(result.error.errno)}")
+        fields.append(f"error: {error_spelling(result.error, portable)}")
     elif result.is_rows:
         fields.append(f"columns: {_flow(result.columns)}")
         # A result too long to keep whole is recorded by its columns only.
@@ -74,6 +67,31 @@ def expectation_text(outcome: Outcome, indent: int, assert_no_wait: bool = False
     return "expect:\n" + "\n".join(pad + f for f in fields)
 
 
+def _value(entry: str) -> str:
+    """`{waits: true}` or `ok` from a one-line `expect: ...` entry."""
+    return entry.removeprefix("expect: ")
+
+
+def expectation_value(expect: Expectation) -> str:
+    """An expectation as written by `record`, in flow style: another engine's, kept."""
+    fields = []
+    if expect.waits is not None:
+        fields.append(f"waits: {'true' if expect.waits else 'false'}")
+    if expect.error is not None:
+        fields.append(f"error: {scalar(expect.error.spelling)}")
+    if expect.columns is not None:
+        fields.append(f"columns: {_flow(expect.columns)}")
+    if expect.rows is not None:
+        fields.append(f"rows: [{', '.join(_flow(r) for r in expect.rows)}]")
+    if expect.affected is not None:
+        fields.append(f"affected: {expect.affected}")
+    if expect.ok and not fields:
+        return "ok"
+    if expect.ok:
+        fields.append("ok: true")
+    return "{" + ", ".join(fields) + "}"
+
+
 def _column(text: str, offset: int) -> int:
     return offset - (text.rfind("\n", 0, offset) + 1)
 
@@ -86,20 +104,32 @@ def _trim_end(text: str, end: int) -> int:
 
 
 def rewrite(scenario: Scenario, outcomes: dict[int, Outcome], verified: str) -> str:
+    """The scenario's text with this engine's observations written in; the other engines'
+    expectations and stamps kept."""
     text = scenario.source
     edits: list[tuple[int, int, str]] = []
     for index, step in scenario.statements():
         if index in outcomes:
-            edits.append(_edit(text, step, outcomes[index]))
+            edit = _edit(text, step, outcomes[index], scenario)
+            if edit is not None:
+                edits.append(edit)
+    edits.append(_verified_edit(text, scenario, verified))
     for start, end, new in sorted(edits, reverse=True):
         text = text[:start] + new + text[end:]
-    return _set_verified(text, verified)
+    return text
 
 
-def _edit(text: str, step: Statement, outcome: Outcome) -> tuple[int, int, str]:
+def _edit(text: str, step: Statement, outcome: Outcome, scenario: Scenario) -> tuple[int, int, str] | None:
     indent = _column(text, step.span.start)
     flow = text.startswith("{", step.span.start)
-    new = expectation_text(outcome, indent, step.expect is not None and step.expect.waits is False, flow)
+    several = len(scenario.engines) > 1
+    assert_no_wait = step.expect is not None and step.expect.waits is False
+    new = expectation_text(outcome, indent, assert_no_wait, flow, several)
+    if several:
+        if step.expect is not None and step.expect_shared and met(step.expect, outcome):
+            return None  # it still holds here, and on the engines it was recorded on
+        value = _value(expectation_text(outcome, indent, assert_no_wait, True, several))
+        new = _by_engine(scenario, step, value, indent, flow)
     if step.expect_span is not None:
         return step.expect_span.start, _trim_end(text, step.expect_span.end), new
     if flow:
@@ -109,9 +139,28 @@ def _edit(text: str, step: Statement, outcome: Outcome) -> tuple[int, int, str]:
     return end, end, "\n" + " " * indent + new
 
 
-def _set_verified(text: str, verified: str) -> str:
-    line = f"verified: {scalar(verified)}"
-    pattern = re.compile(r"^verified:.*$", re.MULTILINE)
-    if pattern.search(text):
-        return pattern.sub(lambda _: line, text, count=1)
-    return text.rstrip("\n") + "\n" + line + "\n"
+def _by_engine(scenario: Scenario, step: Statement, value: str, indent: int, flow: bool) -> str:
+    """`expect:` with this engine's value and the others' kept: one value when every engine
+    of the lesson expects the same, else a mapping by engine."""
+    values = {engine: expectation_value(expect) for engine, expect in step.expect_others if expect is not None}
+    values[scenario.engine] = value
+    ordered = [(engine, values[engine]) for engine in scenario.engines if engine in values]
+    if len(ordered) == len(scenario.engines) and len(set(values.values())) == 1:
+        return f"expect: {value}"
+    if flow:
+        return "expect: {" + ", ".join(f"{engine}: {v}" for engine, v in ordered) + "}"
+    pad = " " * (indent + 2)
+    return "expect:\n" + "\n".join(f"{pad}{engine}: {v}" for engine, v in ordered)
+
+
+def _verified_edit(text: str, scenario: Scenario, verified: str) -> tuple[int, int, str]:
+    """The `verified:` entry with this engine's stamp; a lesson for MariaDB/MySQL alone
+    keeps the single-text form."""
+    stamps = dict(scenario.stamps) | {scenario.engine: verified}
+    if scenario.engines == ("mysql",) and set(stamps) == {"mysql"}:
+        entry = f"verified: {scalar(verified)}"
+    else:
+        entry = "verified:\n" + "\n".join(f"  {e}: {scalar(stamps[e])}" for e in scenario.engines if e in stamps)
+    if scenario.verified_span is not None:
+        return scenario.verified_span.start, _trim_end(text, scenario.verified_span.end), entry
+    return _trim_end(text, len(text)), len(text), "\n" + entry + "\n"

@@ -44,6 +44,8 @@ class Blocked:
 
 @dataclass(frozen=True)
 class Patience:
+    """How long settling waits: for an answer at all, and before a wait counts as one."""
+
     step_timeout: float
     confirm_s: float  # how long a wait must be seen before it counts (RunOptions.confirm_s)
 
@@ -54,8 +56,10 @@ def settle(
     """Until every in-flight statement has answered or is confirmed waiting on a lock.
 
     An `Answered` session must be read before the next verdict is asked for. "Waiting" must
-    be seen on two polls in a row: just after a lock is released the waiter may still show
-    its old state for a moment before it wakes. The statement just sent (`lead`) is reported
+    be seen on two polls in a row where the monitor's view can lag (`monitor.exact` false:
+    just after InnoDB releases a lock the waiter may still show its old state for a moment
+    before it wakes); PostgreSQL's lock table is changed by the releaser itself, so one
+    sighting there is the truth. The statement just sent (`lead`) is reported
     before the ones it set free: InnoDB releases locks before a COMMIT's reply is sent, so a
     freed waiter often answers first, but the lesson reads in cause-then-effect order.
     """
@@ -70,7 +74,9 @@ def settle(
         ready, _, _ = select.select(busy, [], [], interval)
         lead_pending = lead is not None and lead.busy and lead not in ready and lead.name not in confirmed
         hold_back = lead_pending and time.perf_counter() - lead.sent_at < LEAD_FIRST_S
-        for session in sorted(ready, key=lambda s: s is not lead):
+        # A lead that was itself waiting was freed like the others: then the longest wait is
+        # told first (a PostgreSQL deadlock victim is the session that waited longest).
+        for session in sorted(ready, key=lambda s: (s is not lead or s.waiting, s.sent_at if s.waiting else 0.0)):
             if session is lead or not hold_back:
                 yield Answered(session)
         busy = [s for s in busy if s.busy]
@@ -82,14 +88,17 @@ def settle(
         since = {n: since.get(n, now) if confirmed.get(n) == k else now for n, k in waiting_now.items()}
         known = {s.name for s in busy if s.waiting}  # confirmed by an earlier step already
         held = all(
-            confirmed.get(n) == k and (n in known or now - since[n] >= _confirm_s(sessions[n], k, patience))
+            (monitor.exact or confirmed.get(n) == k) and (n in known or now - since[n] >= _confirm_s(sessions[n], k, patience))
             for n, k in waiting_now.items()
         )
         if len(waiting_now) == len(busy) and held:
             for session in busy:
                 if not session.waiting:
                     yield Blocked(session, waiting_now[session.name])
-            return
+            # A cycle of waits is not settled: the server breaks it (InnoDB at once, PostgreSQL
+            # after deadlock_timeout), and its victim's error belongs to this step.
+            if not monitor.in_cycle([s.thread_id for s in busy]):
+                return
         # A new sighting is re-checked at once: a deadlock victim or a freed waiter shows
         # its wait only for a moment.
         interval = 0.0 if waiting_now and waiting_now != confirmed else min(max(interval, POLL_FIRST_S) * 2, POLL_MAX_S)

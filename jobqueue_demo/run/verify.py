@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import events as ev
-from ..engine import mysql_errors
 from ..engine.result import Result
 from ..scenario.model import Expectation, Scenario
 
 
 @dataclass(frozen=True)
 class Mismatch:
+    """A statement whose outcome differs from its `expect:`, in both words."""
+
     step: int  # 1-based, as a reader counts
     line: int
     session: str
@@ -77,10 +78,10 @@ def failed_unexpectedly(scenario: Scenario, events: list) -> list[str]:
         if isinstance(event, ev.Completed) and event.result.error is not None:
             step = scenario.steps[event.index]
             expect = getattr(step, "expect", None)
-            if expect is None or expect.error is None or not expect.error.matches(event.result.error.errno):
+            if expect is None or expect.error is None or not expect.error.matches(event.result.error):
                 out.append(
                     f"{event.session}'s statement at step {event.index + 1} (line {step.line}) "
-                    f"failed with ERROR {event.result.error.errno}"
+                    f"failed with ERROR {event.result.error.code}"
                 )
     return out
 
@@ -98,7 +99,7 @@ def _compare(expect: Expectation, outcome: Outcome) -> tuple[str, str] | None:
             return None
         return (describe_expectation(expect), "no result (the run ended before this statement finished)")
     if expect.error is not None:
-        if result.error is None or not expect.error.matches(result.error.errno):
+        if result.error is None or not expect.error.matches(result.error):
             return (describe_expectation(expect), describe_result(result))
         return None
     if result.error is not None:
@@ -141,8 +142,8 @@ def describe_expectation(expect: Expectation) -> str:
 
 def describe_result(result: Result) -> str:
     if result.error is not None:
-        name = mysql_errors.name_of(result.error.errno)
-        return f"error {result.error.errno}" + (f" ({name})" if name else "") + f": {result.error.message}"
+        name = result.error.name
+        return f"error {result.error.code}" + (f" ({name})" if name else "") + f": {result.error.message}"
     if result.is_rows:
         if result.omitted:
             total = len(result.rows) + result.omitted

@@ -51,10 +51,11 @@ class Lesson:
     path: str
     summary: str
     sessions: tuple[str, ...]
-    verified: str | None
+    verified: str | None  # every engine's stamp, or None
     problem: str | None = None  # why the file cannot be loaded; the other fields are then empty
     explore: str | None = None  # its explore variant
     variant_of: tuple[str, ...] = ()  # the lessons this one is the explore variant of
+    engines: tuple[str, ...] = ()
 
     @property
     def for_explore(self) -> bool:
@@ -73,7 +74,11 @@ def catalogue() -> list[Lesson]:
             out.append(Lesson(path.stem, str(path), "", (), None, str(e)))
             continue
         summary = scenario.summary or scenario.title
-        out.append(Lesson(path.stem, str(path), summary, scenario.session_names, scenario.verified, explore=scenario.explore))
+        stamps = scenario.verified_text if scenario.stamps else None
+        out.append(Lesson(
+            path.stem, str(path), summary, scenario.session_names, stamps, explore=scenario.explore,
+            engines=scenario.engines,
+        ))
     variants: dict[str, list[str]] = {}
     for lesson in out:
         if lesson.explore:

@@ -14,6 +14,8 @@ import yaml
 from ..errors import ScenarioError
 from .model import (
     CAPTURE_REF,
+    DEFAULT_ENGINES,
+    ENGINES,
     FAULT_ACTIONS,
     INVARIANT_HOLDS,
     ISOLATION_LEVELS,
@@ -26,9 +28,10 @@ from .model import (
     SessionSpec,
     Span,
     Statement,
+    ErrorMatch,
     error_match,
 )
-from ..engine import mysql_errors
+from ..engine import mysql_errors, pg_errors
 
 # libyaml's parser, when PyYAML was built with it, reads a lesson several times faster;
 # both give the same nodes and marks.
@@ -36,7 +39,9 @@ SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 24
 SESSION_NAME_MAX = 32
-TOP_KEYS = {"title", "summary", "description", "setup", "sessions", "steps", "why", "verified", "invariants", "explore", "cluster"}
+TOP_KEYS = {
+    "title", "summary", "description", "setup", "sessions", "steps", "why", "verified", "invariants", "explore", "engines", "cluster",
+}
 STATEMENT_KEYS = {"comment", "expect", "capture"}
 SESSION_KEYS = {"isolation", "innodb_lock_wait_timeout", "lock_wait_timeout", "node", "wsrep_sync_wait"}
 MAX_CLUSTER_NODES = 9
@@ -141,6 +146,7 @@ def _did_you_mean(word: str, sessions: set[str]) -> str:
 class _Builder:
     path: str
     text: str
+    engines: tuple[str, ...] = DEFAULT_ENGINES
 
     def fail(self, node: yaml.Node, message: str):
         _fail_at(self.path, node.start_mark, message)
@@ -214,24 +220,38 @@ class _Builder:
         for required in ("title", "sessions", "steps"):
             if required not in top:
                 self.fail(root, f"missing '{required}'")
+        if "engines" in top:
+            self.engines = self.engine_list(top["engines"][1])
         sessions = self.sessions(top["sessions"][1])
         names = {s.name for s in sessions}
         cluster = self.cluster(top, sessions)
-        return Scenario(
-            path=self.path,
-            title=self.text_of(top["title"][1], "title").strip(),
-            summary=self.optional_text(top, "summary"),
-            description=self.optional_text(top, "description"),
-            setup=self.optional_text(top, "setup"),
-            why=self.optional_text(top, "why"),
-            verified=self.optional_text(top, "verified") or None,
-            sessions=sessions,
-            steps=self.steps(top["steps"][1], names),
-            invariants=self.invariants(top["invariants"][1]) if "invariants" in top else (),
-            explore=self.explore_variant(top["explore"][1]) if "explore" in top else None,
-            cluster=cluster,
-            source=self.text,
-        )
+        setup = self.by_engine(top["setup"][1], "setup", self.plain_text) if "setup" in top else {}
+        steps = self.steps(top["steps"][1], names)
+        invariants = self.invariants(top["invariants"][1]) if "invariants" in top else {}
+        stamps, stamp_span = self.stamps(top)
+        variants: dict[str, Scenario] = {}
+        for engine in self.engines:
+            variants[engine] = Scenario(
+                path=self.path,
+                title=self.text_of(top["title"][1], "title").strip(),
+                summary=self.optional_text(top, "summary"),
+                description=self.optional_text(top, "description"),
+                setup=setup.get(engine) or "",
+                why=self.optional_text(top, "why"),
+                verified=dict(stamps).get(engine),
+                sessions=sessions,
+                steps=tuple(step[engine] for step in steps),
+                invariants=tuple(i[engine] for i in invariants) if invariants else (),
+                explore=self.explore_variant(top["explore"][1]) if "explore" in top else None,
+                source=self.text,
+                cluster=cluster,
+                engine=engine,
+                engines=self.engines,
+                stamps=stamps,
+                verified_span=stamp_span,
+                variants=variants,
+            )
+        return variants[self.engines[0]]
 
     def cluster(self, top, sessions: tuple[SessionSpec, ...]) -> int | None:
         """`cluster: N` (Galera nodes); every session's `node:` must be one of them."""
@@ -245,6 +265,62 @@ class _Builder:
             if spec.node is not None and spec.node > size:
                 self.fail(top["sessions"][1], f"session {spec.name}: node {spec.node} of a {size}-node cluster")
         return size
+
+    def engine_list(self, node: yaml.Node) -> tuple[str, ...]:
+        if not isinstance(node, yaml.SequenceNode) or not node.value:
+            self.fail(node, f"engines must be a list of engine names, e.g. [{', '.join(ENGINES)}]")
+        out: list[str] = []
+        for item in node.value:
+            name = self.text_of(item, "an engine name").strip()
+            if name not in ENGINES:
+                self.fail(item, f"engines: unknown engine '{name}' (expected {' or '.join(ENGINES)}; mysql means MariaDB and MySQL)")
+            if name in out:
+                self.fail(item, f"engines: '{name}' is named twice")
+            out.append(name)
+        return tuple(out)
+
+    def by_engine(self, node: yaml.Node, what: str, parse, complete: bool = True) -> dict:
+        """A value written once for every engine of the lesson, or a mapping by engine name
+        (`{mysql: ..., postgresql: ...}`): each engine's value, parsed. `complete`: every
+        engine of the lesson must have one; otherwise a missing one means none there."""
+        if not self.is_engine_mapping(node):
+            return {engine: parse(node, what, engine) for engine in self.engines}
+        fields = self.mapping(node, what)
+        self.check_engine_keys(fields, what)
+        missing = [e for e in self.engines if e not in fields]
+        if complete and missing:
+            self.fail(node, f"{what}: no value for {', '.join(missing)}, an engine of this lesson (engines: [{', '.join(self.engines)}])")
+        return {engine: parse(fields[engine][1], f"{what} ({engine})", engine) for engine in self.engines if engine in fields}
+
+    def is_engine_mapping(self, node: yaml.Node) -> bool:
+        return isinstance(node, yaml.MappingNode) and any(
+            isinstance(k, yaml.ScalarNode) and k.value in ENGINES for k, _ in node.value
+        )
+
+    def check_engine_keys(self, fields, what: str) -> None:
+        for key, (knode, _) in fields.items():
+            if key not in ENGINES:
+                self.fail(knode, f"{what}: '{key}' is not an engine (a mapping by engine takes {', '.join(ENGINES)})")
+            if key not in self.engines:
+                self.fail(knode, f"{what}: {key} is not an engine of this lesson (engines: [{', '.join(self.engines)}])")
+
+    def plain_text(self, node: yaml.Node, what: str, engine: str = "") -> str:
+        if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null"):
+            return ""
+        return self.text_of(node, what).strip()
+
+    def stamps(self, top) -> tuple[tuple[tuple[str, str], ...], Span | None]:
+        """`verified:` by engine; the old single text is the MariaDB/MySQL stamp."""
+        if "verified" not in top:
+            return (), None
+        knode, vnode = top["verified"]
+        if isinstance(vnode, yaml.MappingNode):
+            fields = self.mapping(vnode, "verified")
+            self.check_engine_keys(fields, "verified")
+            found = {e: self.plain_text(fields[e][1], f"verified ({e})") for e in fields}
+        else:
+            found = {"mysql": self.plain_text(vnode, "verified")}
+        return tuple((e, found[e]) for e in ENGINES if found.get(e)), self.span(knode, vnode)
 
     def explore_variant(self, node: yaml.Node) -> str:
         """The name of a lesson written to be explored: next to this file, or shipped."""
@@ -309,11 +385,13 @@ class _Builder:
             timeouts["wsrep_sync_wait"] = self.int_of(fields["wsrep_sync_wait"][1], "wsrep_sync_wait", 0, 15)
         return SessionSpec(name, isolation, **timeouts)
 
-    def steps(self, node: yaml.Node, names: set[str]) -> tuple:
+    def steps(self, node: yaml.Node, names: set[str]) -> list[dict]:
+        """Each step as each engine of the lesson runs it."""
         if not isinstance(node, yaml.SequenceNode) or not node.value:
             self.fail(node, "steps must be a non-empty list")
-        steps = tuple(self.step(n, names) for n in node.value)
-        self.check_captures(steps, node.value)
+        steps = [self.step(n, names) for n in node.value]
+        for engine in self.engines:
+            self.check_captures([step[engine] for step in steps], node.value)
         return steps
 
     def check_captures(self, steps, nodes) -> None:
@@ -331,17 +409,19 @@ class _Builder:
             if step.capture:
                 known.append(step.capture)
 
-    def step(self, node: yaml.Node, names: set[str]):
+    def step(self, node: yaml.Node, names: set[str]) -> dict:
+        """The step for each engine of the lesson."""
         line = node.start_mark.line + 1
         if isinstance(node, yaml.ScalarNode) and node.value == "locks":
-            return Locks(line)
+            return self.same(Locks(line))
         fields = self.mapping(node, "a step")
         if "narrate" in fields:
             self.only(fields, {"narrate"}, "a narrate step")
-            return Narration(self.text_of(fields["narrate"][1], "narrate").strip(), line)
+            texts = self.by_engine(fields["narrate"][1], "narrate", self.plain_text)
+            return {engine: Narration(text, line) for engine, text in texts.items()}
         if "locks" in fields:
             self.only(fields, {"locks"}, "a locks step")
-            return Locks(line)
+            return self.same(Locks(line))
         for action in FAULT_ACTIONS:
             if action in fields:
                 self.only(fields, {action}, f"a {action} step")
@@ -349,15 +429,18 @@ class _Builder:
                 session = self.text_of(vnode, action)
                 if session not in names:
                     self.fail(vnode, f"{action}: '{session}' is not a declared session ({', '.join(sorted(names))})")
-                return Fault(action, session, line)
+                return self.same(Fault(action, session, line))
         return self.statement(node, fields, names)
+
+    def same(self, step) -> dict:
+        return {engine: step for engine in self.engines}
 
     def only(self, fields, allowed: set[str], what: str):
         for k, (knode, _) in fields.items():
             if k not in allowed:
                 self.fail(knode, f"{what} takes no '{k}'")
 
-    def statement(self, node: yaml.Node, fields, names: set[str]) -> Statement:
+    def statement(self, node: yaml.Node, fields, names: set[str]) -> dict:
         sessions = [k for k in fields if k not in STATEMENT_KEYS]
         unknown = [k for k in sessions if k not in names]
         if len(sessions) > 1 and unknown or len(sessions) == 1 and unknown and _nearest(unknown[0], STEP_WORDS):
@@ -369,33 +452,46 @@ class _Builder:
         knode, snode = fields[name]
         if name not in names:
             self.fail(knode, f"step for undeclared session '{name}' (declared: {', '.join(sorted(names))})")
-        sql = self.text_of(snode, f"{name}'s statement").strip()
-        if not sql:
-            self.fail(snode, f"{name}'s statement is empty")
-        expect = expect_span = None
+        sqls = self.by_engine(snode, f"{name}'s statement", self.statement_sql)
+        expects: dict = {}
+        expect_span = None
+        shared = True
         if "expect" in fields:
             ek, ev = fields["expect"]
-            expect = self.expectation(ev)
+            shared = not self.is_engine_mapping(ev)
+            expects = self.by_engine(ev, "expect", self.expectation, complete=False)
             expect_span = self.span(ek, ev)
-        comment = self.text_of(fields["comment"][1], "comment").strip() if "comment" in fields else None
+        comments = self.by_engine(fields["comment"][1], "comment", self.plain_text, complete=False) if "comment" in fields else {}
         capture = None
         if "capture" in fields:
             cnode = fields["capture"][1]
             capture = self.text_of(cnode, "capture")
             if not capture.isidentifier():
                 self.fail(cnode, "capture must be a name (letters, digits, _)")
-        return Statement(
-            session=name,
-            sql=sql,
-            line=knode.start_mark.line + 1,
-            comment=comment,
-            expect=expect,
-            capture=capture,
-            span=self.span(node, node),
-            expect_span=expect_span,
-        )
+        return {
+            engine: Statement(
+                session=name,
+                sql=sqls[engine],
+                line=knode.start_mark.line + 1,
+                comment=comments.get(engine) or None,
+                expect=expects.get(engine),
+                capture=capture,
+                span=self.span(node, node),
+                expect_span=expect_span,
+                expect_others=tuple((e, expects.get(e)) for e in self.engines if e != engine),
+                expect_shared=shared,
+            )
+            for engine in self.engines
+        }
 
-    def expectation(self, node: yaml.Node) -> Expectation:
+    def statement_sql(self, node: yaml.Node, what: str, engine: str = "") -> str:
+        sql = self.text_of(node, what).strip()
+        if not sql:
+            self.fail(node, f"{what} is empty")
+        return sql
+
+    def expectation(self, node: yaml.Node, what: str, engine: str) -> Expectation:
+        """One engine's expectation: an error's spelling is resolved for that engine."""
         if isinstance(node, yaml.ScalarNode) and node.value == "ok":
             return Expectation(ok=True)
         fields = self.mapping(node, "expect")
@@ -415,19 +511,34 @@ class _Builder:
         if "affected" in fields:
             values["affected"] = self.int_of(fields["affected"][1], "expect affected")
         if "error" in fields:
-            enode = fields["error"][1]
-            try:
-                values["error"] = error_match(self.text_of(enode, "expect error"))
-            except (KeyError, ValueError):
-                # ValueError: text like '²' passes isdigit() but not int()
-                self.fail(enode, f"expect error: unknown error; use a number or one of {mysql_errors.known_spellings()}")
+            values["error"] = self.error(fields["error"][1], engine, shared=what == "expect" and len(self.engines) > 1)
         if "waits" in fields:
             values["waits"] = self.bool_of(fields["waits"][1], "expect waits")
         if "error" in values and ({"rows", "columns", "affected"} & values.keys() or values.get("ok")):
             self.fail(node, "expect: an error cannot be expected together with rows, affected or ok")
         return Expectation(**values)
 
-    def invariants(self, node: yaml.Node) -> tuple[Invariant, ...]:
+    def error(self, node: yaml.Node, engine: str, shared: bool) -> ErrorMatch:
+        spelling = self.text_of(node, "expect error")
+        try:
+            return error_match(spelling, engine)
+        except (KeyError, ValueError):
+            # ValueError: text like '²' passes isdigit() but not int()
+            self.fail(node, self.unknown_error(spelling, engine, shared))
+
+    @staticmethod
+    def unknown_error(spelling: str, engine: str, shared: bool) -> str:
+        if engine == "postgresql":
+            known = f"a SQLSTATE, a condition name or one of {pg_errors.known_spellings()}"
+        else:
+            known = f"a number or one of {mysql_errors.known_spellings()}"
+        message = f"expect error: unknown error '{spelling}' on {engine}; use {known}"
+        if shared:
+            message += "; or write the expectation per engine: {mysql: {error: 1205}, postgresql: {error: 55P03}}"
+        return message
+
+    def invariants(self, node: yaml.Node) -> list[dict]:
+        """Each invariant as each engine checks it (its `sql` may be written per engine)."""
         if not isinstance(node, yaml.SequenceNode):
             self.fail(node, "invariants must be a list of {name, sql, expect}")
         out = []
@@ -443,13 +554,9 @@ class _Builder:
                 holds = self.text_of(hnode, "invariant holds").strip()
                 if holds not in INVARIANT_HOLDS:
                     self.fail(hnode, f"invariant holds must be one of {', '.join(INVARIANT_HOLDS)}")
-            out.append(
-                Invariant(
-                    name=self.text_of(fields["name"][1], "invariant name").strip(),
-                    sql=self.text_of(fields["sql"][1], "invariant sql").strip(),
-                    expect=self.rows(fields["expect"][1], "invariant expect"),
-                    line=item.start_mark.line + 1,
-                    holds=holds,
-                )
-            )
-        return tuple(out)
+            name = self.text_of(fields["name"][1], "invariant name").strip()
+            expect = self.rows(fields["expect"][1], "invariant expect")
+            sqls = self.by_engine(fields["sql"][1], "invariant sql", self.statement_sql)
+            line = item.start_mark.line + 1
+            out.append({engine: Invariant(name, sql, expect, line, holds) for engine, sql in sqls.items()})
+        return out

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import PurePath
 
-from ..engine import mysql_errors
+from ..engine import mysql_errors, pg_errors
+from ..errors import UsageError
+
+# The engines a lesson can be written for; "mysql" means MariaDB and MySQL alike.
+ENGINES = ("mysql", "postgresql")
+# A lesson that names no engines was written for MariaDB/MySQL, as every lesson was before.
+DEFAULT_ENGINES = ("mysql",)
 
 # As scenarios spell them; each engine's dialect turns one into its server's setting.
 ISOLATION_LEVELS = ("read-uncommitted", "read-committed", "repeatable-read", "serializable")
@@ -37,13 +44,18 @@ class SessionSpec:
 
 @dataclass(frozen=True)
 class ErrorMatch:
-    """An expected error by number, by name (ER_LOCK_DEADLOCK) or by portable class."""
+    """An expected error, resolved for one engine: MySQL numbers (by number, by name such
+    as ER_LOCK_DEADLOCK, or by portable class) or PostgreSQL SQLSTATEs (by code, condition
+    name or portable class). Only the engine's own set is filled: a MySQL error also carries
+    a SQLSTATE (1213 is 40001), which must not match a PostgreSQL expectation."""
 
     spelling: str
-    errnos: frozenset[int]
+    errnos: frozenset[int] = frozenset()
+    sqlstates: frozenset[str] = frozenset()
 
-    def matches(self, errno: int) -> bool:
-        return errno in self.errnos
+    def matches(self, error) -> bool:
+        """`error`: the SqlError a statement returned."""
+        return error.errno in self.errnos or error.sqlstate in self.sqlstates
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,10 @@ class Statement:
     capture: str | None = None
     span: Span | None = field(default=None, compare=False)
     expect_span: Span | None = field(default=None, compare=False)
+    # For `record` in a lesson for several engines: the other engines' expectations (None:
+    # none written), and whether `expect` was written once for every engine.
+    expect_others: tuple[tuple[str, Expectation | None], ...] = field(default=(), compare=False)
+    expect_shared: bool = field(default=True, compare=False)
 
 
 @dataclass(frozen=True)
@@ -108,11 +124,17 @@ class Scenario:
     summary: str = ""
     description: str = ""
     why: str = ""
-    verified: str | None = None
+    verified: str | None = None  # this engine's stamp
     invariants: tuple[Invariant, ...] = ()
     explore: str | None = None  # the lesson written for `explore`, next to this one
     cluster: int | None = None  # the Galera nodes it needs; None: a single server
     source: str = field(default="", repr=False, compare=False)
+    engine: str = "mysql"  # the engine this scenario is resolved for
+    engines: tuple[str, ...] = DEFAULT_ENGINES  # every engine the lesson is written for
+    stamps: tuple[tuple[str, str], ...] = ()  # (engine, "MariaDB 10.11.19 on 2026-12-03"), every engine's
+    verified_span: Span | None = field(default=None, compare=False)
+    # The lesson resolved for each of its engines (loader.py fills it; shared by all of them).
+    variants: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def session_names(self) -> tuple[str, ...]:
@@ -126,12 +148,49 @@ class Scenario:
     def statements(self) -> list[tuple[int, Statement]]:
         return [(i, s) for i, s in enumerate(self.steps) if isinstance(s, Statement)]
 
+    @property
+    def verified_text(self) -> str:
+        """Every engine's stamp, as `lessons` and `show` print them."""
+        return "; ".join(stamp for _, stamp in self.stamps) or "not recorded"
 
-def error_match(spelling: str | int) -> ErrorMatch:
-    """Resolve 1205, 'ER_LOCK_DEADLOCK' or 'lock-not-available'; KeyError when unknown."""
-    if isinstance(spelling, int):
-        return ErrorMatch(str(spelling), frozenset({spelling}))
-    text = spelling.strip()
+    @property
+    def name(self) -> str:
+        """The file's name without .yaml: a shipped lesson's name."""
+        return PurePath(self.path).stem
+
+    def for_engine(self, engine: str) -> Scenario:
+        """This lesson as written for `engine`: plain SQL, expectations and narration, no
+        per-engine mappings left; UsageError when the lesson is not written for it."""
+        if engine == self.engine:
+            return self
+        if engine not in self.variants:
+            raise UsageError(
+                f"{self.name}: written for {' and '.join(self.engines)} only; engines: [{', '.join(self.engines)}]"
+                f" (this server is {engine})"
+            )
+        return self.variants[engine]
+
+
+def error_match(spelling: str | int, engine: str = "mysql") -> ErrorMatch:
+    """Resolve an expected error for `engine`: 1205, ER_LOCK_DEADLOCK, 55P03, lock_not_available
+    or a portable class such as lock-not-available; KeyError when it means nothing there."""
+    text = str(spelling).strip()
+    if engine == "postgresql":
+        return ErrorMatch(text, sqlstates=pg_errors.resolve(text))
     if text.isdigit():
-        return ErrorMatch(text, frozenset({int(text)}))
-    return ErrorMatch(text, mysql_errors.resolve(text))
+        return ErrorMatch(text, errnos=frozenset({int(text)}))
+    return ErrorMatch(text, errnos=mysql_errors.resolve(text))
+
+
+def error_spelling(error, portable: bool) -> str:
+    """How `record` writes an error (engine/result.py's SqlError or PgError): its portable
+    class where it has one and the lesson is shared by engines, or the servers of one engine
+    differ (1205 vs 3572); else its name, else its code."""
+    if error.error_class and (portable or error.error_class in DIFFERING_CLASSES):
+        return error.error_class
+    return error.name or str(error.code)
+
+
+# The classes whose numbers differ between MariaDB and MySQL 8.4, recorded by class even in
+# a lesson for one engine.
+DIFFERING_CLASSES = ("lock-not-available", "connection-lost")
