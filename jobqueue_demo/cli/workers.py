@@ -100,7 +100,7 @@ def workers_command(
 
 
 def _on_cluster(config, dsn, size: int | None, out, as_json: bool) -> None:
-    with server_for(dsn, size) as server:
+    with server_for(dsn, cluster=size) as server:
         say(f"-- workers: {config.strategy}, {config.workers} worker(s), {config.jobs} job(s) on {server.label} ({server.where})")
         compared = api.compare_cluster(config, server)
     if as_json:

@@ -102,8 +102,11 @@ class Connections:
     def catch_up(self) -> None:
         """On a cluster, every session's node applies what node 1 committed (explore's reset),
         so the next schedule starts from the same rows on every node."""
+        nodes = self._nodes()
+        if not nodes:
+            return
         seqno = _last_committed(self.control)
-        for node in self._nodes():
+        for node in nodes:
             _catch_up(self._control_of(node), seqno)
 
     def _nodes(self) -> set[int]:
