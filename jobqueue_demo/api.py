@@ -79,7 +79,14 @@ def _cluster(dsn: str | None, size: int, nodes: tuple[str, ...]):
     if nodes and len(nodes) < size:
         raise UsageError(f"this needs a {size}-node Galera cluster, and --dsn names {len(nodes)} node(s)")
     with open_cluster(size, list(nodes)) as cluster:
-        yield replace(cluster.node(1), nodes=tuple(node.params for node in cluster.nodes))
+        first = cluster.node(1)
+        if not first.embedded:
+            from .engine.leftovers import sweep_server
+
+            # Runs hold their named lock on node 1, where they make their scratch database.
+            with closing(first.params.connect(database=None)) as conn:
+                sweep_server(conn)
+        yield replace(first, nodes=tuple(node.params for node in cluster.nodes))
 
 
 def split_dsns(dsn: str | list[str] | None) -> tuple[str | None, tuple[str, ...]]:
