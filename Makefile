@@ -20,6 +20,7 @@ system-packages:
 	command -v gcc >/dev/null || missing="$$missing gcc"; \
 	python3 -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
 	[ -n "$(SERVER)" ] || missing="$$missing mariadb-server"; \
+	ls /usr/lib/galera*/libgalera_smm.so >/dev/null 2>&1 || ls /usr/lib64/galera*/libgalera_smm.so >/dev/null 2>&1 || missing="$$missing galera-4"; \
 	command -v mariadb-test >/dev/null || command -v mysqltest >/dev/null || missing="$$missing mariadb-test"; \
 	[ -n "$(PG_SERVER)" ] || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
@@ -45,7 +46,7 @@ test-packages:
 
 test: install test-packages
 	$(VENV)/bin/ruff check jobqueue_demo tests bench
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -rs  # -rs: why a test skipped, e.g. a Galera cluster that cannot start here
 
 bench: install
 	$(PY) bench/bench_seed_vs_mysqltest.py

@@ -34,11 +34,19 @@ def load(name: str) -> Scenario:
 
 
 @contextmanager
-def server(dsn: str | None, allow_shared_user: bool = False, engine: str | None = None):
+def server(
+    dsn: str | None,
+    allow_shared_user: bool = False,
+    engine: str | None = None,
+    cluster: int | None = None,
+    nodes: tuple[str, ...] = (),
+):
     """The server to run on, after sweeping what runs killed earlier left there and here.
 
     `engine` ("mysql" or "postgresql"; None: $JOBQUEUE_DEMO_DSN's, else mysql) picks the
-    embedded server when no DSN is given; a DSN names its own engine by its scheme.
+    embedded server when no DSN is given; a DSN names its own engine by its scheme. With
+    `cluster`, node 1 of a Galera cluster of that many nodes: the one `nodes` names
+    (nodeN=mysql://…), else an embedded one.
     """
     from dataclasses import replace
 
@@ -46,10 +54,57 @@ def server(dsn: str | None, allow_shared_user: bool = False, engine: str | None 
     from .engine.server import open_server
 
     sweep_dirs()
+    if cluster:
+        with _cluster(dsn, cluster, nodes) as info:
+            yield replace(info, shared_user=allow_shared_user)
+        return
     with open_server(dsn, engine) as info:
         if not info.embedded:
             info.seam.sweep(info.params)
         yield replace(info, shared_user=allow_shared_user)
+
+
+@contextmanager
+def _cluster(dsn: str | None, size: int, nodes: tuple[str, ...]):
+    from dataclasses import replace
+
+    from .engine.cluster import open_cluster
+    from .errors import UsageError
+
+    if dsn:
+        raise UsageError(
+            f"this needs a {size}-node Galera cluster, and --dsn names one server: leave --dsn out "
+            "to start an embedded cluster, or name each node (--dsn node1=mysql://… --dsn node2=…)"
+        )
+    if nodes and len(nodes) < size:
+        raise UsageError(f"this needs a {size}-node Galera cluster, and --dsn names {len(nodes)} node(s)")
+    with open_cluster(size, list(nodes)) as cluster:
+        first = cluster.node(1)
+        if not first.embedded:
+            from .engine.leftovers import sweep_server
+
+            # Runs hold their named lock on node 1, where they make their scratch database.
+            with closing(first.params.connect(database=None)) as conn:
+                sweep_server(conn)
+        yield replace(first, nodes=tuple(node.params for node in cluster.nodes))
+
+
+def split_dsns(dsn: str | list[str] | None) -> tuple[str | None, tuple[str, ...]]:
+    """(one server's DSN, a cluster's nodeN=… DSNs) from the --dsn options; one is empty."""
+    given = [dsn] if isinstance(dsn, str) else list(dsn or ())
+    if not given:
+        return None, ()
+    if len(given) == 1 and not given[0].lstrip().startswith("node"):
+        return given[0], ()  # the cluster module (and socket) stay unimported on a plain run
+    from .engine.cluster import NODE_DSN
+    from .errors import UsageError
+
+    nodes = tuple(d for d in given if NODE_DSN.match(d.strip()))
+    if nodes and len(nodes) != len(given):
+        raise UsageError("--dsn names one server, or every node of a cluster as nodeN=mysql://…, not both")
+    if not nodes and len(given) > 1:
+        raise UsageError("--dsn given more than once: name one server, or each node of a cluster as nodeN=mysql://…")
+    return (None, nodes) if nodes else (given[0] if given else None, ())
 
 
 def note_interrupt() -> None:
@@ -419,6 +474,15 @@ def run_workers(config, server, on_progress: Callable | None = None):
     from .workers.crew import run_workers as run_crew
 
     return run_crew(config, server, on_progress)
+
+
+def compare_cluster(config, server, on_progress: Callable | None = None):
+    """The workers spread over the cluster's nodes, on node 1 only, and on a single embedded
+    server, one after the other: a ClusterComparison."""
+    from .workers.cluster import compare
+    from .workers.crew import run_workers as run_crew
+
+    return compare(config, server, run_crew, on_progress)
 
 
 def sweep_config(

@@ -32,6 +32,28 @@ def embedded():
 
 
 @pytest.fixture(scope="session")
+def galera_cluster():
+    """A private 3-node Galera cluster for the whole test session."""
+    from jobqueue_demo.engine.cluster import EmbeddedCluster
+    from jobqueue_demo.errors import ServerError
+
+    try:
+        with EmbeddedCluster(3) as started:
+            yield started
+    except ServerError as exc:
+        pytest.skip(f"the embedded Galera cluster cannot start on this machine: {exc}")
+
+
+@pytest.fixture(scope="session")
+def galera(galera_cluster):
+    """Node 1's ServerInfo with the cluster's nodes, as `--cluster 3` hands it to a run."""
+    from jobqueue_demo.engine.server import _server_info
+
+    info = _server_info(galera_cluster.params[0], embedded=True)
+    return dataclasses.replace(info, nodes=tuple(galera_cluster.params))
+
+
+@pytest.fixture(scope="session")
 def local():
     if not local_server_reachable():
         pytest.skip("no server on 127.0.0.1:3306")
@@ -101,3 +123,10 @@ def steady(event):
     if isinstance(event, ev.FaultApplied) and event.took_ms is not None:
         return dataclasses.replace(event, took_ms=0.5)
     return event
+
+
+def write_lesson(folder: Path, head: str) -> str:
+    """A minimal lesson file: `head` (top-level keys such as sessions) and one statement."""
+    path = folder / "lesson.yaml"
+    path.write_text(f"title: t\n{head}\nsteps:\n  - A: SELECT 1;\n")
+    return str(path)

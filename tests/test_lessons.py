@@ -21,18 +21,23 @@ LESSONS = sorted((ROOT / "scenarios").glob("*.yaml"))
 TEACHING = [p for p in LESSONS if not p.stem.endswith("-explore")]
 
 
+# Lessons that need a Galera cluster are verified in test_cluster.py, which skips them (with
+# the reason) where a cluster cannot start.
+SINGLE = [p for p in LESSONS if not p.stem.startswith("cluster-")]
+
+
 def test_verify_every_lesson_on_the_embedded_default():
-    done = cli("verify", *[str(p) for p in LESSONS], timeout=300)
+    done = cli("verify", *[str(p) for p in SINGLE], timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Verified against MariaDB" in done.stdout or "Verified against MySQL" in done.stdout
-    assert done.stdout.count(": ok (") == len(LESSONS)
+    assert done.stdout.count(": ok (") == len(SINGLE)
 
 
 @pytest.mark.skipif(not local_server_reachable(), reason="no server on 127.0.0.1:3306")
 def test_verify_every_lesson_on_the_local_server():
-    done = cli("verify", *[str(p) for p in LESSONS], "--dsn", LOCAL_DSN, timeout=300)
+    done = cli("verify", *[str(p) for p in SINGLE], "--dsn", LOCAL_DSN, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.count(": ok (") == len(LESSONS)
+    assert done.stdout.count(": ok (") == len(SINGLE)
 
 
 @pytest.mark.parametrize("path", TEACHING, ids=lambda p: p.stem)

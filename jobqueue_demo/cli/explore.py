@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from .shared import Dsn, StepTimeout, app, heading, server_for
+from .shared import Cluster, Dsns, StepTimeout, app, heading, server_for
 from ..errors import EXIT_MISMATCH, UsageError
 from .matrix import MATRIX_HELP
 
@@ -16,7 +16,7 @@ from .matrix import MATRIX_HELP
 @app.command()
 def explore(
     scenario: str = typer.Argument(..., help="Scenario file or lesson name."),
-    dsn: Dsn = None,
+    dsn: Dsns = None,
     faults: str = typer.Option(
         "", "--faults", help="Also let one session give up at every point: rollback, disconnect (comma-separated).",
         show_default=False,
@@ -28,6 +28,7 @@ def explore(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     step_timeout: StepTimeout = 10.0,
     matrix: List[str] = typer.Option([], "--matrix", metavar="NAME=V1,V2", help=MATRIX_HELP, show_default=False),
+    cluster: Cluster = None,
 ) -> None:
     """Run every interleaving of a scenario's sessions and check its invariants after each.
 
@@ -43,6 +44,7 @@ def explore(
       jobqueue-demo explore claim-without-lock-explore --faults rollback,disconnect
       jobqueue-demo explore skip-locked-explore --sample 200 --seed 7 --json
       jobqueue-demo explore claim-without-lock-explore --matrix innodb_snapshot_isolation=ON,OFF
+      jobqueue-demo explore skip-locked-explore --cluster 3 --max-schedules 100
     """
     from .. import api
     from ..render.color import color_on
@@ -58,7 +60,7 @@ def explore(
     note = api.explore_advice(loaded)
     if note and not as_json:
         print(f"-- {note}")
-    with server_for(dsn, (loaded,)) as server:
+    with server_for(dsn, (loaded,), cluster) as server:
         heading(f"-- {loaded.title}: exploring on {server.label} ({server.where})", as_json)
         # Waits take some schedules out of the space, so a run may end before the bar is full.
         with LateProgress("schedules", at_most, quiet=as_json) as advance:

@@ -11,7 +11,7 @@ import typer
 
 from ..errors import EXIT_INTERRUPTED, EXIT_MISMATCH
 from .matrix import MATRIX_HELP
-from .shared import MAX_SECONDS, Dsn, ShowLocks, StepTimeout, app, finite, heading, say, say_notes, server_for
+from .shared import MAX_SECONDS, Cluster, Dsn, Dsns, ShowLocks, StepTimeout, app, finite, heading, say, say_notes, server_for
 
 
 class Layout(str, Enum):
@@ -33,7 +33,7 @@ class PageFormat(str, Enum):
 @app.command()
 def run(
     scenario: str = typer.Argument(..., help="Scenario file or lesson name."),
-    dsn: Dsn = None,
+    dsn: Dsns = None,
     step_timeout: StepTimeout = 10.0,
     step: bool = typer.Option(
         False, "--step", help="Pause before each step and show what comes next: Enter runs it, q quits "
@@ -51,6 +51,7 @@ def run(
     ),
     show_locks: ShowLocks = False,
     matrix: List[str] = typer.Option([], "--matrix", metavar="NAME=V1,V2", help=MATRIX_HELP, show_default=False),
+    cluster: Cluster = None,
 ) -> None:
     """Run a scenario and print its transcript.
 
@@ -64,10 +65,12 @@ def run(
       jobqueue-demo run gap-locks --matrix isolation=read-committed,repeatable-read
       jobqueue-demo run deadlock > handout.txt
       jobqueue-demo run skip-locked --dsn mysql://root@127.0.0.1:3306/test
+      jobqueue-demo run cluster-skip-locked --layout columns
     """
     from .. import api
     from ..errors import UsageError
     from ..render.stepper import Interrupted, Pacing, Quit
+    from ..render.transcript import prompted
 
     if fmt is RunFormat.json and layout is Layout.columns:
         raise UsageError("--layout columns is a text layout; leave it out with --format json")
@@ -77,7 +80,7 @@ def run(
         _lesson_matrix([loaded], dsn, matrix, step_timeout, checking=False)
         return
     show = _run_view(loaded, layout, fmt)
-    with server_for(dsn, (loaded,)) as server:
+    with server_for(dsn, (loaded,), cluster) as server:
         # Part of the transcript, so a handout written with `> file` starts with it; JSON
         # Lines keep standard output for events only.
         heading(f"-- {loaded.title}: on {server.label} ({server.where})", fmt is RunFormat.json)
@@ -85,7 +88,7 @@ def run(
 
             def on_event(event) -> None:
                 gate(event)
-                show(event)
+                show(prompted(event, loaded.prompts) if fmt is RunFormat.text else event)
 
             try:
                 report = api.run(loaded, server, step_timeout, on_event, show_locks)
@@ -140,10 +143,10 @@ def _run_view(loaded, layout: Layout, fmt: RunFormat):
         from ..render.columns import ColumnsView
 
         width = shutil.get_terminal_size().columns
-        return ColumnsView(sys.stdout, loaded.session_names, width, color_on(sys.stdout)).write
+        return ColumnsView(sys.stdout, tuple(loaded.prompts.values()), width, color_on(sys.stdout)).write
     from ..render.transcript import TranscriptWriter, event_lines
 
-    writer = TranscriptWriter(sys.stdout, loaded.session_names, color_on(sys.stdout))
+    writer = TranscriptWriter(sys.stdout, tuple(loaded.prompts.values()), color_on(sys.stdout))
     return lambda event: writer.write(event_lines(event))
 
 
@@ -260,9 +263,10 @@ def _page_format(output: str, asked: Optional[PageFormat]) -> PageFormat:
 @app.command()
 def verify(
     scenarios: List[str] = typer.Argument(..., help="Scenario files or lesson names."),
-    dsn: Dsn = None,
+    dsn: Dsns = None,
     step_timeout: StepTimeout = 10.0,
     matrix: List[str] = typer.Option([], "--matrix", metavar="NAME=V1,V2", help=MATRIX_HELP, show_default=False),
+    cluster: Cluster = None,
 ) -> None:
     """Run scenarios and check every step against its expectation.
 
@@ -273,37 +277,53 @@ def verify(
     Example:
       jobqueue-demo verify skip-locked nowait outbox
       jobqueue-demo verify skip-locked --matrix innodb_snapshot_isolation=ON,OFF
+      jobqueue-demo verify cluster-skip-locked
+      jobqueue-demo verify skip-locked --cluster 3
     """
     from .. import api
-    from ..errors import StuckRun
 
     loaded = [api.load(s) for s in scenarios]
     if matrix:
         _lesson_matrix(loaded, dsn, matrix, step_timeout, checking=True)
         return
     if len(loaded) > 1:
-        loaded = _written_for_engine(loaded, dsn)
+        loaded = _written_for_engine(loaded, api.split_dsns(dsn)[0])
+    # Cluster lessons run on a Galera cluster, the others on the one server.
+    groups: dict[int | None, list] = {}
+    for item in loaded:
+        groups.setdefault(cluster or item.cluster, []).append(item)
     failed = 0
-    with server_for(dsn, tuple(loaded)) as server:
-        for item in loaded:
-            try:
-                report = api.run(item, server, step_timeout)
-            except StuckRun as stuck:
-                failed += 1
-                print(f"{item.path}: {len(stuck.mismatches)} expectation(s) not met, then the run got stuck")
-                _print_mismatches(stuck.mismatches)
-                print(f"  {stuck}")
-                continue
-            if report.mismatches:
-                failed += 1
-                print(f"{item.path}: {len(report.mismatches)} expectation(s) not met")
-                _print_mismatches(report.mismatches)
-            else:
-                print(f"{item.path}: ok ({report.checked} expectation(s))")
-        if failed:
-            print(f"{failed} of {len(loaded)} scenario(s) differ on {server.label}")
-            raise typer.Exit(EXIT_MISMATCH)
-        print(f"Verified against {server.label}")
+    for size, items in groups.items():
+        with server_for(dsn, tuple(items), size) as server:
+            failed += _verify_on(items, server, step_timeout)
+    if failed:
+        print(f"{failed} of {len(loaded)} scenario(s) differ on {server.label}")
+        raise typer.Exit(EXIT_MISMATCH)
+    print(f"Verified against {server.label}")
+
+
+def _verify_on(items: list, server, step_timeout: float) -> int:
+    """How many of `items` differ from their expectations, each told as it is run."""
+    from .. import api
+    from ..errors import StuckRun
+
+    failed = 0
+    for item in items:
+        try:
+            report = api.run(item, server, step_timeout)
+        except StuckRun as stuck:
+            failed += 1
+            print(f"{item.path}: {len(stuck.mismatches)} expectation(s) not met, then the run got stuck")
+            _print_mismatches(stuck.mismatches)
+            print(f"  {stuck}")
+            continue
+        if report.mismatches:
+            failed += 1
+            print(f"{item.path}: {len(report.mismatches)} expectation(s) not met")
+            _print_mismatches(report.mismatches)
+        else:
+            print(f"{item.path}: ok ({report.checked} expectation(s))")
+    return failed
 
 
 def _written_for_engine(loaded: list, dsn) -> list:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass
-from typing import Annotated, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
@@ -53,7 +53,22 @@ def finite(value: float | None) -> float | None:
     return value
 
 
+Cluster = Annotated[
+    Optional[int],
+    typer.Option(
+        "--cluster", metavar="NODES", min=2, max=9, show_default=False,
+        help="Run on a private embedded Galera cluster of NODES nodes (a lesson with 'cluster:' starts one itself).",
+    ),
+]
 Dsn = Annotated[Optional[str], typer.Option("--dsn", help=DSN_HELP, show_default=False)]
+# The commands that can run on a Galera cluster take --dsn once per node.
+Dsns = Annotated[
+    Optional[List[str]],
+    typer.Option(
+        "--dsn", show_default=False,
+        help=DSN_HELP + " A Galera cluster's nodes: once per node, --dsn node1=mysql://… --dsn node2=mysql://…",
+    ),
+]
 SHOW_LOCKS_HELP = (
     "After each statement that locked rows, how many index records it locked against the rows it "
     "returned or changed (InnoDB's count for its transaction)."
@@ -108,13 +123,16 @@ def _options(
     options.engine = engine
 
 
-def server_for(dsn: str | None, scenarios: tuple = ()):
+def server_for(dsn: str | list[str] | None, scenarios: tuple = (), cluster: int | None = None):
     """The server for a command, as the global options say; a scenario not written for its
-    engine is refused before the server starts."""
+    engine is refused before the server starts. A Galera cluster when `cluster` or a scenario
+    asks for one (`cluster: N`): embedded, unless --dsn names each node (nodeN=…)."""
     from .. import api
 
-    api.check_engine(scenarios, dsn, options.engine)
-    return api.server(dsn, options.allow_shared_user, options.engine)
+    single, nodes = api.split_dsns(dsn)
+    api.check_engine(scenarios, single, options.engine)
+    size = cluster or max((s.cluster or 0 for s in scenarios), default=0) or len(nodes) or None
+    return api.server(single, options.allow_shared_user, options.engine, size, nodes)
 
 
 def say(text: str) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import api
-from .shared import Dsn, app, options, say, server_for
+from .shared import Cluster, Dsn, Dsns, app, options, say, server_for
 from ..errors import EXIT_MISMATCH, WorkersStuck
 
 REGISTRY = api.strategies()
@@ -60,8 +60,9 @@ def workers_command(
     lease_ms: Optional[float] = typer.Option(None, "--lease-ms", help=LEASE_HELP, show_default=False),
     state_order: str = typer.Option("done-last", "--state-order", help=STATE_ORDER_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON line instead of a table."),
-    dsn: Dsn = None,
+    dsn: Dsns = None,
     engine: Engine = None,
+    cluster: Cluster = None,
 ) -> None:
     """Run worker processes on a job queue with one claim strategy and check the result.
 
@@ -77,12 +78,21 @@ def workers_command(
       jobqueue-demo workers -w 4 --kill 2 --idempotency-key --json
       jobqueue-demo workers -w 8 --jobs 600 --work-ms 5 --kill 3 --strategy lease-heartbeat
       jobqueue-demo workers --engine postgresql -w 4 --kill 1 --strategy update-limit
+      jobqueue-demo workers --cluster 3 -w 6 --jobs 300
+
+    With --cluster N the workers are spread over a private N-node Galera cluster (worker i on
+    node i mod N + 1), every node is checked, and the same workers then run on node 1 only
+    and on a single server, for the throughput, certification failures and effects run twice
+    of each.
     """
     config = api.workers_config(
         strategy=strategy, isolation=isolation, workers=workers, jobs=jobs, batch=batch, work_ms=work_ms, kill=kill,
         idempotency_key=idempotency_key, state_order=state_order, lease_ms=lease_ms,
     )
     out, err = _consoles()
+    if cluster or api.split_dsns(dsn)[1]:
+        _on_cluster(config, dsn, cluster, out, as_json)
+        return
     with _server(dsn, engine) as server:
         say(
             f"-- workers: {strategy}, {workers} worker(s), {jobs} job(s), {isolation} "
@@ -98,11 +108,25 @@ def workers_command(
         raise typer.Exit(EXIT_MISMATCH)
 
 
-def _server(dsn: str | None, engine: str | None):
+def _server(dsn, engine: str | None, cluster: int | None = None):
     """The server of --dsn, else the embedded one of this command's --engine, else of the global one."""
     if engine is not None:
         options.engine = engine  # the command's --engine stands for the global one
-    return server_for(dsn)
+    return server_for(dsn, cluster=cluster)
+
+
+def _on_cluster(config, dsn, size: int | None, out, as_json: bool) -> None:
+    with server_for(dsn, cluster=size) as server:
+        say(f"-- workers: {config.strategy}, {config.workers} worker(s), {config.jobs} job(s) on {server.label} ({server.where})")
+        compared = api.compare_cluster(config, server)
+    if as_json:
+        print(json.dumps(compared.as_dict()))
+    else:
+        _report(compared.spread, out, as_json)
+        for line in compared.lines():
+            print(line)
+    if not compared.invariants_hold:
+        raise typer.Exit(EXIT_MISMATCH)
 
 
 def _run_live(config, server, err):
@@ -158,6 +182,7 @@ def bench_command(
     as_json: bool = typer.Option(False, "--json", help="Print the results as one JSON line instead of a table."),
     dsn: Dsn = None,
     engine: Engine = None,
+    cluster: Cluster = None,
 ) -> None:
     """Sweep claim strategies x workers x isolation, next to the same-run ceiling.
 
@@ -171,10 +196,13 @@ def bench_command(
       jobqueue-demo bench
       jobqueue-demo bench --jobs 300 --workers 2,4 --strategies skip-locked,lease --kill 1 --json
       jobqueue-demo bench --engine postgresql --plot workers-bench-pg.png
+      jobqueue-demo bench --cluster 3 --jobs 200 --workers 3,6 --strategies skip-locked --isolation read-committed --plot ''
+
+    With --cluster N every run spreads its workers over a private N-node Galera cluster.
     """
     config = api.sweep_config(strategies, workers, isolations, jobs, full, batch, work_ms, repeat, kill)
     _, err = _consoles()
-    with _server(dsn, engine) as server:
+    with _server(dsn, engine, cluster) as server:
         say(f"-- bench on {server.label} ({server.where}): {config.runs} runs")
         result = _sweep_with_progress(config, server, err, as_json)
     plotted = bool(plot) and api.write_plot(result, plot)

@@ -237,6 +237,8 @@ class ServerInfo:
     embedded: bool = False
     # Scenario SQL runs as the DSN's user instead of a per-run user (--allow-shared-user).
     shared_user: bool = False
+    # A Galera cluster's nodes, node 1 first (params is node 1's); empty for one server.
+    nodes: tuple[ConnectParams, ...] = ()
     engine: str = MYSQL  # MYSQL or POSTGRESQL: what a lesson's per-engine parts are keyed by
 
     @property
@@ -246,6 +248,8 @@ class ServerInfo:
     @property
     def where(self) -> str:
         # The embedded server's socket path is a random temp name, of no use to a reader.
+        if self.nodes:
+            return f"embedded {len(self.nodes)}-node Galera cluster" if self.embedded else f"{len(self.nodes)}-node cluster"
         return "embedded throwaway server" if self.embedded else self.params.display()
 
     @property
@@ -713,7 +717,32 @@ def _terminate(process: subprocess.Popen) -> None:
 _running: set[EmbeddedServer] = set()
 
 
-class EmbeddedServer:
+class Throwaway:
+    """Started by a with-block and stopped at its end, however it ends."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def remove_workdir(workdir: Path | None, owner) -> None:
+    """A run's directory gone, then its owner marker released (see owner.py)."""
+    if workdir is not None:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if owner is not None:
+        owner.close()
+
+
+class EmbeddedServer(Throwaway):
     """A private, throwaway server on a unix socket, stopped and deleted on exit.
 
     `params` (root, no password, the socket) is valid between start and stop.
@@ -731,13 +760,6 @@ class EmbeddedServer:
         if self.workdir is None:
             raise ServerError("the embedded server is not running")
         return ConnectParams(host="localhost", user="root", unix_socket=str(self.workdir / SOCKET_NAME))
-
-    def __enter__(self) -> EmbeddedServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     def start(self) -> None:
         if self.workdir is not None:
@@ -794,11 +816,8 @@ class EmbeddedServer:
             if process is not None:
                 _terminate(process)
         finally:
-            if workdir is not None:
-                shutil.rmtree(workdir, ignore_errors=True)
-            if self._owner is not None:
-                self._owner.close()
-                self._owner = None
+            owner, self._owner = self._owner, None
+            remove_workdir(workdir, owner)
 
 
 def _stop_all() -> None:

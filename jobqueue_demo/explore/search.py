@@ -412,6 +412,7 @@ class ScheduleRunner:
         self.driver.restart_sessions()
         checks = () if stuck or diverged else self._check(any(m.fault for m in moves))
         self.reset()
+        self.driver.conns.catch_up()
         return Execution(tuple(moves), tuple(events), checks, stuck, diverged, chooser.index, self.space.lines)
 
     def _walk(self, chooser, moves: list[Move], events: list) -> None:

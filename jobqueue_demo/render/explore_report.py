@@ -6,7 +6,7 @@ from typing import TextIO
 
 from ..explore.advice import honest_events
 from ..run.verify import flow
-from .transcript import NOTE, Line, TranscriptWriter, event_lines, result_lines
+from .transcript import NOTE, Line, TranscriptWriter, event_lines, prompted, result_lines
 
 OUTCOME_WORDS = {
     "ok": "ok",
@@ -53,7 +53,7 @@ def print_report(report, out: TextIO, color: bool) -> None:
         names = ", ".join(f'"{i.name}"' for i in report.scenario.invariants) or "(none written)"
         print(f"no counterexample: every schedule run ended without a problem; invariants: {names}", file=out)
         return
-    writer = TranscriptWriter(out, report.scenario.session_names, color)
+    writer = TranscriptWriter(out, tuple(report.scenario.prompts.values()), color)
     for group in _by_schedule(report.findings):
         print(file=out)
         writer.write(_counterexample_lines(report, group))
@@ -82,7 +82,7 @@ def _counterexample_lines(report, group) -> list:
     if not all(f.reproduced for f in group):
         lines.append(Line("-- note: run again for this transcript, the schedule did not show it this time", None, NOTE))
     for event in honest_events(report.scenario, shortest.events):
-        lines += event_lines(event)
+        lines += event_lines(prompted(event, report.scenario.prompts))
     if shortest.stuck:
         lines.append(Line(f"-- {shortest.stuck}", None, NOTE))
     if shortest.diverged:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import html
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..engine.deadlock import DeadlockCycle
 from ..run import events as ev
 from ..scenario.model import Scenario
 from .deadlock_svg import cycle_svg
-from .transcript import RESULT, Line, event_lines
+from .transcript import RESULT, Line, event_lines, prompted
 
 WHY_HEADING = "Why each piece matters"
 
@@ -55,7 +55,10 @@ class Passage:
     deadlock: DeadlockCycle | None = None  # a figure of the cycle just told in the lines before
 
 
-def passages(events) -> list[Passage]:
+def passages(events, prompts: dict[str, str] | None = None) -> list[Passage]:
+    """The page's passages; `prompts` names sessions as the transcript does (A@1 on a cluster),
+    while each line keeps its session's own name for its colour."""
+    names = {label: name for name, label in (prompts or {}).items()}
     out: list[Passage] = []
     pending: list[PageLine] = []
     for event in events:
@@ -66,7 +69,8 @@ def passages(events) -> list[Passage]:
             out.append(Passage(narration=event.text))
             continue
         waiting = isinstance(event, ev.Waiting)
-        pending += [PageLine(line, waiting) for line in event_lines(event)]
+        lines = event_lines(prompted(event, prompts) if prompts else event)
+        pending += [PageLine(replace(line, session=names.get(line.session, line.session)), waiting) for line in lines]
         if isinstance(event, ev.Completed) and event.deadlock is not None:
             out += [Passage(tuple(pending)), Passage(deadlock=event.deadlock)]
             pending = []
@@ -136,7 +140,7 @@ def render_markdown(facts: LessonFacts) -> str:
     parts += paragraphs(s.description)
     for run in facts.runs:
         parts.append(f"## {_heading(facts, run)}")
-        for passage in passages(run.events):
+        for passage in passages(run.events, facts.scenario.prompts):
             if passage.deadlock is not None:
                 continue  # the transcript above it tells the cycle in text
             if passage.narration is not None:
@@ -224,7 +228,7 @@ def _line_html(item: PageLine, classes: dict[str, str]) -> str:
 def _transcript_html(facts: LessonFacts, classes: dict[str, str]) -> list[str]:
     chips = " ".join(f'<span class="chip {classes[n]}">{html.escape(n)}</span>' for n in facts.scenario.session_names)
     out = [f'<p class="legend">Sessions {chips}— each line is marked with the colour of the session it belongs to.</p>']
-    for passage in passages(facts.events):
+    for passage in passages(facts.events, facts.scenario.prompts):
         if passage.deadlock is not None:
             out.append(cycle_svg(passage.deadlock, _colours(facts.scenario.session_names)))
         elif passage.narration is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..run import events as ev
 from ..engine import mysql_errors
@@ -14,6 +14,8 @@ from .table import format_table
 # The mysql client reports an affected-row count for every statement; lessons show it only
 # where it says something, as the seed transcript does.
 COUNTED = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE|LOAD)\b", re.IGNORECASE)
+
+COMMIT = re.compile(r"^\s*COMMIT\b", re.IGNORECASE)
 
 SQL, RESULT, NOTE, NARRATION = "sql", "result", "note", "narration"
 
@@ -27,6 +29,17 @@ class Line:
     kind: str = SQL
 
 
+def prompted(event, prompts: dict[str, str]):
+    """The event with its session (and blockers) named as the prompt shows them, e.g. `A@1`."""
+    session = getattr(event, "session", None)
+    if session not in prompts or prompts[session] == session:
+        return event
+    changes = {"session": prompts[session]}
+    if getattr(event, "blockers", None):
+        changes["blockers"] = tuple(prompts.get(b, b) for b in event.blockers)
+    return replace(event, **changes)
+
+
 def statement_lines(session: str, sql: str, trailer: str | None = None) -> list[Line]:
     lines = sql.split("\n")
     if trailer:
@@ -37,7 +50,7 @@ def statement_lines(session: str, sql: str, trailer: str | None = None) -> list[
 
 def result_lines(session: str, sql: str, result: Result) -> list[Line]:
     if result.error is not None:
-        return [Line(str(result.error), session, RESULT), *_error_notes(session, result)]
+        return [Line(str(result.error), session, RESULT), *_error_notes(session, result, sql)]
     if result.is_rows:
         table = format_table(result.columns, result.numeric, result.rows, result.omitted)
         return [Line(t, session, RESULT) for t in table.split("\n")]
@@ -53,9 +66,13 @@ def query_ok(sql: str, result: Result) -> str:
     return text
 
 
-def _error_notes(session: str, result: Result) -> list[Line]:
+def _error_notes(session: str, result: Result, sql: str) -> list[Line]:
     errno = result.error.errno
-    if result.error.error_class == "deadlock":
+    # One server reports a deadlock while a statement waits, never at COMMIT; Galera reports
+    # a lost certification there with the same error.
+    if errno == mysql_errors.ER_LOCK_DEADLOCK and COMMIT.match(sql):
+        text = f"-- {session}'s write set failed certification against one committed first: its whole transaction was rolled back"
+    elif result.error.error_class == "deadlock":
         text = f"-- {session} was chosen as the deadlock victim: its whole transaction was rolled back"
     elif errno == mysql_errors.ER_LOCK_WAIT_TIMEOUT:
         text = f"-- only this statement was rolled back; {session}'s transaction is still open"

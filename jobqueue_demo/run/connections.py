@@ -7,14 +7,19 @@ Opened once, reset between explore's schedules, and closed leaving nothing behin
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ..engine import control  # a Galera cluster's own status (MariaDB only)
 from ..engine.server import ServerInfo
 from ..engine.session import Session
+from ..engine.node_waits import NodeWaits, on_node, split
 from ..engine.waits import WaitMonitor
-from ..errors import ScenarioError, ServerError
+from ..errors import ScenarioError, ServerError, UsageError
 from ..scenario.model import Scenario, SessionSpec
 from .settle import POLL_FIRST_S, POLL_MAX_S
+
+CATCH_UP_TIMEOUT_S = 30.0
 
 if TYPE_CHECKING:  # explore's resets only: imported where they are made, off run's start-up
     from ..engine.snapshot import Survey, TableSnapshot
@@ -24,6 +29,8 @@ class Connections:
     """Everything a run holds open on the server; `sessions` by name, replaced on reconnect."""
 
     def __init__(self, scenario: Scenario, server: ServerInfo, step_timeout: float, settings: tuple[str, ...]):
+        if scenario.cluster and len(server.nodes) < scenario.cluster:
+            raise UsageError(f"{scenario.path} needs a {scenario.cluster}-node Galera cluster; this server is not one")
         self.scenario = scenario
         self.server = server
         self.step_timeout = step_timeout
@@ -42,14 +49,22 @@ class Connections:
         # Threads of sessions disconnected during a lock wait: the server ends them only when
         # the wait ends, so they are killed before the database is reset or dropped.
         self._orphans: list[int] = []
+        # A cluster's other nodes number their threads themselves: a session there is
+        # killed from a control connection to its own node, opened when first needed.
+        self._node_controls: dict[int, object] = {}
 
     def open(self) -> None:
         self.scratch.open()
         self.control = self.scratch.conn
         self.monitor = self.seam.wait_monitor(self.control, self.server)
+        if self._nodes():
+            others = {node: self.seam.wait_monitor(self._control_of(node), self.server) for node in self._nodes()}
+            self.monitor = NodeWaits({1: self.monitor, **others})
         self.user_conn = self.seam.user_connection(self.scratch, self.step_timeout)
         if self.scenario.setup:
             self._run_setup()
+        if self.server.nodes:
+            self._check_replicable()
         for spec in self.scenario.sessions:
             self.sessions[spec.name] = self._connect(spec)
 
@@ -70,6 +85,10 @@ class Connections:
         cheaper than a new connection). A session that is gone, or still inside a statement,
         gets a new connection instead.
         """
+        if self.server.nodes:
+            # Node 1 first applies what the other nodes committed: the invariants read it, and
+            # a reset running beside a late write set would be rolled back by it (ERROR 1213).
+            _catch_up(self.control, self._cluster_seqno())
         self.end_orphans()
         for name, session in list(self.sessions.items()):
             if session.busy and not session.closed:
@@ -80,6 +99,34 @@ class Connections:
             session.close()  # killed by a fault step: the server has already ended it
             self.sessions[name] = self._connect(self.specs[name])
 
+    def catch_up(self) -> None:
+        """On a cluster, every session's node applies what node 1 committed (explore's reset),
+        so the next schedule starts from the same rows on every node."""
+        nodes = self._nodes()
+        if not nodes:
+            return
+        seqno = _last_committed(self.control)
+        for node in nodes:
+            _catch_up(self._control_of(node), seqno)
+
+    def _nodes(self) -> set[int]:
+        """The cluster nodes other than node 1 that sessions of this run are on."""
+        return {s.node for s in self.scenario.sessions if s.node not in (None, 1)}
+
+    def _cluster_seqno(self) -> int:
+        """The newest write set any node of the run's sessions has applied (read from the
+        tool's own connections: a session whose transaction lost certification answers its
+        next statement with ERROR 1213)."""
+        return max([_last_committed(self._control_of(node)) for node in self._nodes()], default=0)
+
+    def _control_of(self, node: int):
+        """The tool's own connection to a cluster node, opened when first needed."""
+        if node == 1:
+            return self.control
+        if node not in self._node_controls:
+            self._node_controls[node] = self.server.nodes[node - 1].connect(database=None)
+        return self._node_controls[node]
+
     def reconnect(self, name: str) -> None:
         self.sessions[name].close()
         self.sessions[name] = self._connect(self.specs[name])
@@ -89,8 +136,36 @@ class Connections:
         if failure is not None:
             raise ScenarioError(self.scenario.path, f"setup failed: {failure}")
 
+    def _check_replicable(self) -> None:
+        """Galera replicates the rows of InnoDB tables with a primary key only; a lesson whose
+        tables lack either would show nodes silently apart, so it is refused."""
+        found = control.rows(
+            self.control,
+            "SELECT t.TABLE_NAME, t.ENGINE FROM information_schema.TABLES t "
+            "LEFT JOIN information_schema.TABLE_CONSTRAINTS c ON c.TABLE_SCHEMA = t.TABLE_SCHEMA "
+            "AND c.TABLE_NAME = t.TABLE_NAME AND c.CONSTRAINT_TYPE = 'PRIMARY KEY' "
+            f"WHERE t.TABLE_SCHEMA = '{self.database}' AND t.TABLE_TYPE = 'BASE TABLE' "
+            "AND (t.ENGINE <> 'InnoDB' OR c.CONSTRAINT_NAME IS NULL) ORDER BY t.TABLE_NAME",
+        )
+        if found:
+            tables = ", ".join(control.text(name) for name, _ in found)
+            raise ScenarioError(
+                self.scenario.path, f"setup: on a Galera cluster every table needs ENGINE=InnoDB and a PRIMARY KEY: {tables}"
+            )
+
     def _connect(self, spec: SessionSpec) -> Session:
-        return self.seam.session(spec.name, self.scratch, self._settings_sql(spec), self.step_timeout)
+        if spec.node is None:
+            return self.seam.session(spec.name, self.scratch, self._settings_sql(spec), self.step_timeout)
+        # The database may not exist on this node yet: it is chosen once the node caught up.
+        node = self.server.nodes[spec.node - 1]
+        params = replace(self.scratch.session_params, host=node.host, port=node.port, unix_socket=node.unix_socket)
+        conn = params.connect(database=None, answer_timeout=self.step_timeout)
+        _catch_up(self._control_of(spec.node), _last_committed(self.control))
+        conn.select_db(self.database)
+        settings = self._settings_sql(spec)
+        if settings:
+            conn.query(settings.encode())
+        return Session(spec.name, conn, on_node(spec.node, conn.thread_id()))
 
     def _settings_sql(self, spec: SessionSpec) -> str | None:
         """The statement giving a session its settings, None when it has none."""
@@ -102,6 +177,8 @@ class Connections:
             settings.append(dialect.row_lock_timeout(spec.innodb_lock_wait_timeout))
         if spec.lock_wait_timeout is not None:
             settings.append(dialect.metadata_lock_timeout(spec.lock_wait_timeout))
+        if spec.wsrep_sync_wait is not None:
+            settings.append(f"wsrep_sync_wait = {spec.wsrep_sync_wait}")
         settings += self.settings
         return dialect.set_session(settings) if settings else None
 
@@ -116,6 +193,9 @@ class Connections:
             if not session.closed and self.control is not None:
                 self.kill_quietly(session.thread_id)
             session.close()
+        for conn in self._node_controls.values():
+            conn.close()
+        self._node_controls.clear()
         self.end_orphans(wait=False)  # DROP DATABASE waits for their locks anyway
         if self.user_conn is not None:
             try:
@@ -141,15 +221,20 @@ class Connections:
 
     def kill_quietly(self, thread_id: int) -> None:
         try:
-            self.execute(self.server.dialect.kill_connection(thread_id))
+            self._on_its_node(thread_id, self.server.dialect.kill_connection)
         except ServerError:
             pass  # already gone
 
     def kill_statement(self, session: Session) -> None:
-        self.execute(self.server.dialect.kill_statement(session.thread_id))
+        self._on_its_node(session.thread_id, self.server.dialect.kill_statement)
 
     def kill_connection(self, session: Session) -> None:
-        self.execute(self.server.dialect.kill_connection(session.thread_id))
+        self._on_its_node(session.thread_id, self.server.dialect.kill_connection)
+
+    def _on_its_node(self, run_id: int, statement) -> None:
+        """`statement(thread id)` on the control connection of the thread's own node."""
+        node, thread_id = split(run_id)
+        self.seam.execute(self._control_of(node), statement(thread_id))
 
     def execute(self, sql: str) -> None:
         """The tool's own SQL on the control connection."""
@@ -170,3 +255,22 @@ class Connections:
         names = {s.thread_id: s.name for s in self.sessions.values()}
         names[self.seam.connection_id(self.control)] = "the control connection"
         return names
+
+
+def _last_committed(conn) -> int:
+    """The cluster-wide seqno of the last write set this connection's node has applied."""
+    found = control.rows(conn, "SHOW STATUS LIKE 'wsrep_last_committed'")
+    return int(control.text(found[0][1])) if found else 0
+
+
+def _catch_up(conn, seqno: int) -> None:
+    """Wait until this connection's Galera node has applied the cluster's write sets up to
+    `seqno` (wsrep_sync_wait is not used: a statement without tables skips it)."""
+    deadline = time.perf_counter() + CATCH_UP_TIMEOUT_S
+    interval = POLL_FIRST_S
+    while _last_committed(conn) < seqno:
+        if time.perf_counter() > deadline:
+            raise ServerError(f"a cluster node did not apply write set {seqno} within {CATCH_UP_TIMEOUT_S:.0f} s")
+        time.sleep(interval)
+        interval = min(interval * 2, POLL_MAX_S)
+

@@ -37,6 +37,8 @@ TEACHING_ORDER = (
     "kill-worker", "starvation", "index-locks", "filesort-locks",
     "deadlock", "gap-locks", "supremum-wait", "same-transaction",
     "outbox",
+    "cluster-skip-locked", "cluster-claim-one-node", "cluster-claim-update", "cluster-idempotency",
+    "cluster-stale-read",
 )
 
 # Scenarios written for `explore` (captures, invariants) rather than to be read as a transcript.

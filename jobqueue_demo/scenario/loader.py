@@ -40,10 +40,11 @@ MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 24
 SESSION_NAME_MAX = 32
 TOP_KEYS = {
-    "title", "summary", "description", "setup", "sessions", "steps", "why", "verified", "invariants", "explore", "engines",
+    "title", "summary", "description", "setup", "sessions", "steps", "why", "verified", "invariants", "explore", "engines", "cluster",
 }
 STATEMENT_KEYS = {"comment", "expect", "capture"}
-SESSION_KEYS = {"isolation", "innodb_lock_wait_timeout", "lock_wait_timeout"}
+SESSION_KEYS = {"isolation", "innodb_lock_wait_timeout", "lock_wait_timeout", "node", "wsrep_sync_wait"}
+MAX_CLUSTER_NODES = 9
 EXPECT_KEYS = {"ok", "columns", "rows", "affected", "error", "waits"}
 
 
@@ -223,6 +224,7 @@ class _Builder:
             self.engines = self.engine_list(top["engines"][1])
         sessions = self.sessions(top["sessions"][1])
         names = {s.name for s in sessions}
+        cluster = self.cluster(top, sessions)
         setup = self.by_engine(top["setup"][1], "setup", self.plain_text) if "setup" in top else {}
         steps = self.steps(top["steps"][1], names)
         invariants = self.invariants(top["invariants"][1]) if "invariants" in top else {}
@@ -242,6 +244,7 @@ class _Builder:
                 invariants=tuple(i[engine] for i in invariants) if invariants else (),
                 explore=self.explore_variant(top["explore"][1]) if "explore" in top else None,
                 source=self.text,
+                cluster=cluster,
                 engine=engine,
                 engines=self.engines,
                 stamps=stamps,
@@ -249,6 +252,19 @@ class _Builder:
                 variants=variants,
             )
         return variants[self.engines[0]]
+
+    def cluster(self, top, sessions: tuple[SessionSpec, ...]) -> int | None:
+        """`cluster: N` (Galera nodes); every session's `node:` must be one of them."""
+        if "cluster" not in top:
+            for spec in sessions:
+                if spec.node is not None:
+                    self.fail(top["sessions"][1], f"session {spec.name} names a node: say how many with 'cluster: N'")
+            return None
+        size = self.int_of(top["cluster"][1], "cluster", 2, MAX_CLUSTER_NODES)
+        for spec in sessions:
+            if spec.node is not None and spec.node > size:
+                self.fail(top["sessions"][1], f"session {spec.name}: node {spec.node} of a {size}-node cluster")
+        return size
 
     def engine_list(self, node: yaml.Node) -> tuple[str, ...]:
         if not isinstance(node, yaml.SequenceNode) or not node.value:
@@ -363,6 +379,10 @@ class _Builder:
         timeouts = {
             k: self.int_of(fields[k][1], k, 1, 31536000) for k in ("innodb_lock_wait_timeout", "lock_wait_timeout") if k in fields
         }
+        if "node" in fields:
+            timeouts["node"] = self.int_of(fields["node"][1], "node", 1, MAX_CLUSTER_NODES)
+        if "wsrep_sync_wait" in fields:
+            timeouts["wsrep_sync_wait"] = self.int_of(fields["wsrep_sync_wait"][1], "wsrep_sync_wait", 0, 15)
         return SessionSpec(name, isolation, **timeouts)
 
     def steps(self, node: yaml.Node, names: set[str]) -> list[dict]:

@@ -38,6 +38,8 @@ class SessionSpec:
     isolation: str | None = None  # one of ISOLATION_LEVELS
     innodb_lock_wait_timeout: int | None = None
     lock_wait_timeout: int | None = None
+    node: int | None = None  # the cluster node it connects to, from 1 (cluster lessons)
+    wsrep_sync_wait: int | None = None  # Galera: wait for the cluster before reads (0: never)
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,7 @@ class Scenario:
     verified: str | None = None  # this engine's stamp
     invariants: tuple[Invariant, ...] = ()
     explore: str | None = None  # the lesson written for `explore`, next to this one
+    cluster: int | None = None  # the Galera nodes it needs; None: a single server
     source: str = field(default="", repr=False, compare=False)
     engine: str = "mysql"  # the engine this scenario is resolved for
     engines: tuple[str, ...] = DEFAULT_ENGINES  # every engine the lesson is written for
@@ -136,6 +139,11 @@ class Scenario:
     @property
     def session_names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.sessions)
+
+    @property
+    def prompts(self) -> dict[str, str]:
+        """How a transcript names each session: `A@1` on a cluster's node 1, else its name."""
+        return {s.name: f"{s.name}@{s.node}" if s.node else s.name for s in self.sessions}
 
     def statements(self) -> list[tuple[int, Statement]]:
         return [(i, s) for i, s in enumerate(self.steps) if isinstance(s, Statement)]

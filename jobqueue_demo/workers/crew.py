@@ -21,7 +21,7 @@ import random
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import claimers
@@ -181,16 +181,20 @@ class WorkersSummary:
     lease_ms: float
     state_order: str
     per_worker: list[WorkerView] = field(default_factory=list)
+    nodes: int = 1  # the Galera nodes the workers were spread over
+    nodes_agree: bool | None = None  # every node holds the same jobs and completions (a cluster)
 
     @property
     def invariants_hold(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0 and self.completed == self.jobs
+        return self.lost == 0 and self.duplicated == 0 and self.completed == self.jobs and self.nodes_agree is not False
 
     @property
     def verdict(self) -> str:
         """One line that says whether the run kept its promises."""
         if self.invariants_hold:
-            return "invariants hold: no job lost, none done twice"
+            return "invariants hold: no job lost, none done twice" + (" on every node" if self.nodes > 1 else "")
+        if self.nodes_agree is False:
+            return "invariants violated: the nodes disagree on the jobs or completions"
         return (
             f"invariants violated: {self.lost} lost, {self.duplicated} second completion(s), "
             f"{self.completed} of {self.jobs} completed"
@@ -225,12 +229,15 @@ class Scratch:
         # The workers' SQL is the tool's own: no per-run user to confine it.
         self.database = server.seam.scratch(server, confine=False)
         self.name = self.database.name
+        self._node_conns: dict[int, object] = {}  # a cluster's nodes, for their counters
 
     def __enter__(self) -> Scratch:
         self.database.open()
         return self
 
     def __exit__(self, exc_type, *exc_info: object) -> None:
+        for conn in self._node_conns.values():
+            conn.close()
         # With the server gone there is nothing left to drop; keep the first error.
         self.database.close(quiet=exc_type is not None)
 
@@ -251,7 +258,12 @@ class Scratch:
             self.execute("INSERT INTO jobs (id) VALUES " + ",".join(f"({i})" for i in ids))
 
     def row_lock_waits(self) -> int | None:
-        """The server's count of row lock waits (server-wide), None where the engine keeps none."""
+        """The server's count of row lock waits (server-wide), None where the engine keeps none;
+        on a cluster, summed over the nodes."""
+        if len(self.server.nodes) > 1:
+            from .cluster import row_lock_waits
+
+            return row_lock_waits(self.server, self._node_conns)
         return self.queue.lock_wait_count(self.database)
 
     def threads_present(self, thread_ids: list[int]) -> set[int]:
@@ -378,8 +390,10 @@ class Crew:
     def total(self, which: Field) -> int:
         return sum(self.counter(i, which) for i in range(self.size))
 
-    def thread_ids(self) -> list[int]:
-        return [t for t in (self.counter(i, Field.THREAD_ID) for i in range(self.size)) if t]
+    def thread_ids(self, nodes: int = 1) -> list[int]:
+        """The workers' server threads; on a cluster of `nodes`, node 1's only (worker i is on
+        node i mod N + 1), since another node's thread ids name other threads on node 1."""
+        return [t for t in (self.counter(i, Field.THREAD_ID) for i in range(0, self.size, nodes)) if t]
 
     @property
     def running(self) -> bool:
@@ -513,14 +527,26 @@ def run_workers(config: WorkersConfig, server: ServerInfo, on_progress: Progress
     `config.stall_s`.
     """
     validate(config)
+    if config.kill and len(server.nodes) > 1:
+        raise UsageError("--kill watches the killed worker's thread on one server: leave it out with --cluster")
     with Scratch(server) as scratch:
         scratch.prepare(config.jobs, config.state_order)
         crew = Crew(config.workers)
         try:
+            if len(server.nodes) > 1:
+                return _on_nodes(config, server, scratch, crew, on_progress)
             return _run(config, server, scratch, crew, on_progress)
         finally:
             crew.stop()
-            scratch.kill_threads(crew.thread_ids())
+            scratch.kill_threads(crew.thread_ids(max(1, len(server.nodes))))
+
+
+def _on_nodes(config: WorkersConfig, server: ServerInfo, scratch: Scratch, crew: Crew, on_progress) -> WorkersSummary:
+    from .cluster import agree, catch_up, node_states
+
+    catch_up(server, scratch.name)
+    summary = _run(config, server, scratch, crew, on_progress)
+    return replace(summary, nodes=len(server.nodes), nodes_agree=agree(node_states(server, scratch.name)))
 
 
 def _run(config: WorkersConfig, server: ServerInfo, scratch: Scratch, crew: Crew, on_progress) -> WorkersSummary:
@@ -557,7 +583,8 @@ def _specs(config: WorkersConfig, server: ServerInfo, scratch: Scratch) -> list[
         WorkerSpec(
             index=i,
             queue=scratch.queue,
-            params=server.params,
+            # On a cluster, worker i talks to node i mod N.
+            params=server.nodes[i % len(server.nodes)] if server.nodes else server.params,
             database=scratch.name,
             strategy=config.strategy,
             session_sql=(settings,),

@@ -1,0 +1,59 @@
+"""Lock waits seen on each node of a Galera cluster, each from that node's own status.
+
+Every node numbers its connections itself, so two sessions on two nodes can share a thread id.
+A session on node N > 1 is therefore known to the run by an id that carries its node
+(`on_node`); this monitor splits such ids, asks that node's WaitMonitor (over a control
+connection to that node), and answers in the run's ids. Node 1's ids are plain, and whatever
+else the run asks (the InnoDB monitor for deadlocks, the lock tables) goes to node 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .waits import WaitInfo, WaitMonitor
+
+# Above any thread id a server hands out (they are 32-bit on MariaDB and MySQL).
+NODE_STRIDE = 1 << 40
+
+
+def on_node(node: int | None, thread_id: int) -> int:
+    """The run's id for a thread of `node` (node 1, or no node, keeps the server's id)."""
+    return thread_id if node in (None, 1) else node * NODE_STRIDE + thread_id
+
+
+def split(run_id: int) -> tuple[int, int]:
+    """(node, the node's own thread id) of a run's id."""
+    node, thread_id = divmod(int(run_id), NODE_STRIDE)
+    return node or 1, thread_id
+
+
+class NodeWaits:
+    """A WaitMonitor per node behind the one interface the runner uses."""
+
+    def __init__(self, monitors: dict[int, WaitMonitor]):
+        self.monitors = monitors
+        self.primary = monitors[1]
+
+    def __getattr__(self, name: str):
+        return getattr(self.primary, name)
+
+    def blocked(self, thread_ids: list[int]) -> dict[int, str]:
+        by_node: dict[int, list[int]] = {}
+        for run_id in thread_ids:
+            node, thread_id = split(run_id)
+            by_node.setdefault(node, []).append(thread_id)
+        out = {}
+        for node, ids in by_node.items():
+            for thread_id, kind in self.monitors[node].blocked(ids).items():
+                out[on_node(node, thread_id)] = kind
+        return out
+
+    def alive(self, run_id: int) -> bool:
+        node, thread_id = split(run_id)
+        return self.monitors[node].alive(thread_id)
+
+    def describe(self, run_id: int, kind: str, schema: str) -> WaitInfo:
+        node, thread_id = split(run_id)
+        info = self.monitors[node].describe(thread_id, kind, schema)
+        return replace(info, blockers=tuple(on_node(node, b) for b in info.blockers))

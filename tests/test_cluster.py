@@ -1,0 +1,276 @@
+"""The embedded Galera cluster: nodes that form one primary component with no state transfer,
+replicate, and leave nothing behind however the process that started them ends."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import cli, write_lesson
+from jobqueue_demo import api as core
+from jobqueue_demo.engine import control, mysql_errors
+from jobqueue_demo.engine.cluster import EmbeddedCluster, parse_node_dsns
+from jobqueue_demo.engine.leftovers import sweep_dirs
+from jobqueue_demo.errors import ScenarioError, UsageError
+from jobqueue_demo.run import events as ev
+from jobqueue_demo.scenario.loader import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def cluster(galera_cluster):
+    return galera_cluster
+
+
+def value(conn, sql: str):
+    return control.text(control.rows(conn, sql)[0][-1])
+
+
+def test_three_nodes_form_one_primary_component_without_state_transfer(cluster):
+    for node in cluster.nodes:
+        conn = node.params.connect()
+        try:
+            assert value(conn, "SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'") == "3"
+            assert value(conn, "SHOW GLOBAL STATUS LIKE 'wsrep_cluster_status'") == "Primary"
+            assert value(conn, "SELECT @@port") == str(node.port)
+        finally:
+            conn.close()
+        log = node.log.read_text()
+        assert "state transfer needed: no" in log
+        assert "wsrep_sst_" not in log  # no SST script ever ran
+
+
+def test_a_write_on_node_1_is_read_on_node_3(cluster):
+    one, three = (cluster.nodes[i].params.connect() for i in (0, 2))
+    try:
+        control.execute(one, "CREATE DATABASE jqd_cluster_probe")
+        control.execute(one, "CREATE TABLE jqd_cluster_probe.t (id INT PRIMARY KEY) ENGINE=InnoDB")
+        control.execute(one, "INSERT INTO jqd_cluster_probe.t VALUES (7)")
+        control.execute(three, "SET SESSION wsrep_sync_wait = 1")
+        assert value(three, "SELECT id FROM jqd_cluster_probe.t") == "7"
+    finally:
+        control.execute(one, "DROP DATABASE IF EXISTS jqd_cluster_probe")
+        one.close()
+        three.close()
+
+
+def test_node_dsns_are_read_in_node_order():
+    params = parse_node_dsns(["node2=mysql://root@127.0.0.1:3307", "node1=mysql://root@127.0.0.1:3306"])
+    assert [p.port for p in params] == [3306, 3307]
+
+
+@pytest.mark.parametrize(
+    "dsns",
+    [["mysql://root@127.0.0.1"], ["node1=mysql://a@h", "node1=mysql://b@h"], ["node1=mysql://a@h", "node3=mysql://a@h"]],
+)
+def test_bad_node_dsns_are_usage_errors(dsns):
+    with pytest.raises(UsageError):
+        parse_node_dsns(dsns)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is gone for our purpose; its parent (init) reaps it later.
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
+
+
+def test_sigkill_of_the_starter_ends_every_node_and_the_sweep_removes_its_directory(cluster):
+    code = (
+        "from jobqueue_demo.engine.cluster import EmbeddedCluster\n"
+        "c = EmbeddedCluster(2)\n"
+        "c.start()\n"
+        "print(c.workdir, *[n.process.pid for n in c.nodes], flush=True)\n"
+        "import time; time.sleep(600)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    workdir = None
+    try:
+        first, *pids = child.stdout.readline().split()
+        workdir = Path(first)
+        assert all(alive(int(pid)) for pid in pids)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        deadline = time.monotonic() + 10
+        while any(alive(int(pid)) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(int(pid)) for pid in pids)
+        # Any run's sweep may take it (other runs sweep this folder too); it must be gone.
+        sweep_dirs(folder=workdir.parent)
+        assert not workdir.exists()
+    finally:
+        child.kill()
+        child.wait()
+        if workdir is not None and workdir.name.startswith("jobqueue-demo-"):
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def on_cluster(galera):
+    return galera
+
+
+def errors_of(report) -> dict[str, int]:
+    return {
+        f"{e.session}: {e.sql}": e.result.error.errno
+        for e in report.events
+        if isinstance(e, ev.Completed) and e.result.error is not None
+    }
+
+
+def test_skip_locked_on_two_nodes_claims_job_1_twice_and_fails_at_commit(on_cluster):
+    report = core.run(core.load("cluster-skip-locked"), on_cluster, 10.0)
+    assert not report.mismatches
+    assert errors_of(report) == {"B: COMMIT;": mysql_errors.ER_LOCK_DEADLOCK}
+
+
+@pytest.mark.parametrize(
+    "name", ["cluster-claim-one-node", "cluster-claim-update", "cluster-idempotency", "cluster-stale-read"]
+)
+def test_the_fixes_and_the_stale_read_hold_on_the_cluster(on_cluster, name):
+    report = core.run(core.load(name), on_cluster, 10.0)
+    assert not report.mismatches, report.mismatches
+
+
+def test_the_one_node_fix_has_no_error_and_the_update_fix_fails_before_the_email(on_cluster):
+    assert errors_of(core.run(core.load("cluster-claim-one-node"), on_cluster, 10.0)) == {}
+    report = core.run(core.load("cluster-claim-update"), on_cluster, 10.0)
+    sql = [e.sql for e in report.events if isinstance(e, ev.Completed)]
+    failed = next(i for i, e in enumerate(report.events) if isinstance(e, ev.Completed) and e.result.error)
+    first_mail = next(i for i, e in enumerate(report.events) if isinstance(e, ev.Completed) and "sent_mail" in e.sql)
+    assert failed < first_mail, sql
+
+
+def test_a_session_on_a_node_the_server_lacks_is_refused(tmp_path):
+    with pytest.raises(ScenarioError, match="node 4 of a 3-node cluster"):
+        load_scenario(write_lesson(tmp_path, "cluster: 3\nsessions: {A: {node: 4}}"))
+    with pytest.raises(ScenarioError, match="say how many with 'cluster: N'"):
+        load_scenario(write_lesson(tmp_path, "sessions: {A: {node: 2}}"))
+
+
+def test_a_cluster_lesson_refuses_a_single_dsn_in_one_line():  # no cluster needed
+    done = cli("run", "cluster-skip-locked", "--dsn", "mysql://root@127.0.0.1:9/test")
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "needs a 3-node Galera cluster" in done.stderr
+
+
+def test_the_transcript_names_each_session_with_its_node(cluster):  # skips where none starts
+    done = cli("run", "cluster-skip-locked", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "A@1> BEGIN;" in done.stdout and "B@2> COMMIT;" in done.stdout and "M@3> INSERT" in done.stdout
+    assert "embedded 3-node Galera cluster" in done.stdout
+
+
+def test_stop_removes_every_node_and_its_directory(cluster):
+    two = EmbeddedCluster(2)
+    two.start()
+    workdir, pids = two.workdir, [n.process.pid for n in two.nodes]
+    two.stop()
+    assert not workdir.exists()
+    assert not any(alive(pid) for pid in pids)
+
+
+def test_workers_spread_over_the_nodes_double_the_effects_but_not_the_completions(galera):
+    from jobqueue_demo.workers.cluster import compare
+    from jobqueue_demo.workers.crew import WorkersConfig, run_workers
+
+    compared = compare(WorkersConfig(workers=4, jobs=120, work_ms=2.0), galera, run_workers)
+    spread = compared.spread
+    assert spread.nodes == 3 and spread.nodes_agree is True
+    assert spread.invariants_hold and spread.completed == 120 and spread.duplicated == 0
+    # Two workers on two nodes claim the same job: one loses certification after its effect.
+    assert spread.deadlocks > 0 and spread.external_duplicates > 0
+    for alone in (compared.one_node, compared.single):
+        assert alone.nodes == 1 and alone.invariants_hold
+        assert alone.deadlocks == 0 and alone.external_duplicates == 0
+
+
+def test_explore_finds_the_email_sent_twice_across_two_nodes(cluster):  # skips where none starts
+    done = cli("explore", "cluster-skip-locked-explore", "--sample", "600", "--seed", "1", timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "embedded 3-node Galera cluster" in done.stdout
+    assert "\"no job's email sent twice\" violated" in done.stdout
+
+
+def node_dsns(cluster) -> list[str]:
+    return [f"--dsn=node{i}=mysql://root@localhost/?unix_socket={p.unix_socket}" for i, p in enumerate(cluster.params, 1)]
+
+
+def test_every_cluster_lesson_verifies_on_an_existing_cluster_named_node_by_node(cluster):
+    lessons = sorted(str(p) for p in (ROOT / "scenarios").glob("cluster-*.yaml"))
+    done = cli("verify", *lessons, *node_dsns(cluster))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count(": ok (") == len(lessons) >= 6
+
+
+@pytest.mark.parametrize(
+    "dsns, message",
+    [
+        (["--dsn", "mysql://root@127.0.0.1:9/a", "--dsn", "mysql://root@127.0.0.1:9/b"], "--dsn given more than once"),
+        (["--dsn", "node1=mysql://root@127.0.0.1:9/a", "--dsn", "mysql://root@127.0.0.1:9/b"], "not both"),
+        (["--dsn", "node1=mysql://root@127.0.0.1:9/a"], "names 1 node(s)"),
+    ],
+)
+def test_bad_node_dsns_on_the_command_line_are_one_line(dsns, message):
+    done = cli("run", "cluster-skip-locked", *dsns)
+    assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+WAIT_ON_NODE_2 = """title: a wait on node 2
+cluster: 3
+setup: |
+  CREATE TABLE jobs (id INT PRIMARY KEY, state VARCHAR(10) NOT NULL) ENGINE=InnoDB;
+  INSERT INTO jobs VALUES (1, 'queued');
+sessions:
+  A: {node: 1}
+  B: {node: 2}
+  C: {node: 2}
+steps:
+  - A: BEGIN;
+  - A: SELECT id FROM jobs WHERE id = 1 FOR UPDATE;
+  - B: BEGIN;
+  - B: SELECT id FROM jobs WHERE id = 1 FOR UPDATE;
+    expect: {waits: false, rows: [[1]]}
+  - C: BEGIN;
+  - C: SELECT id FROM jobs WHERE id = 1 FOR UPDATE;
+    expect: {waits: true, rows: [[1]]}
+  - B: COMMIT;
+    expect: ok
+  - C: COMMIT;
+    expect: ok
+  - A: COMMIT;
+    expect: ok
+"""
+
+
+def test_a_wait_is_seen_on_its_own_node_and_names_its_blocker(tmp_path, galera):
+    path = tmp_path / "wait.yaml"
+    path.write_text(WAIT_ON_NODE_2)
+    scenario = load_scenario(str(path))
+    report = core.run(scenario, galera, 10.0)
+    assert not report.mismatches, report.mismatches
+    waiting = [e for e in report.events if isinstance(e, ev.Waiting)]
+    # A's lock on node 1 is not seen on node 2; B's is, by C, and B is named as the holder.
+    assert [(e.session, e.blockers) for e in waiting] == [("C", ("B",))]
+
+
+def test_a_table_galera_cannot_replicate_is_refused_in_one_line(tmp_path, cluster):
+    path = tmp_path / "nopk.yaml"
+    path.write_text(
+        "title: t\ncluster: 3\nsetup: CREATE TABLE log (line TEXT) ENGINE=InnoDB;\n"
+        "sessions: {A: {node: 2}}\nsteps:\n  - A: SELECT 1;\n"
+    )
+    done = cli("run", str(path))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "needs ENGINE=InnoDB and a PRIMARY KEY: log" in done.stderr
