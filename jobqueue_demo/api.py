@@ -55,6 +55,10 @@ def server(
 
     sweep_dirs()
     if cluster:
+        if engine == "postgresql":
+            from .errors import UsageError
+
+            raise UsageError("a Galera cluster is MariaDB's: --cluster (or a cluster lesson) runs without --engine postgresql")
         with _cluster(dsn, cluster, nodes) as info:
             yield replace(info, shared_user=allow_shared_user)
         return

@@ -165,6 +165,12 @@ def test_a_cluster_lesson_refuses_a_single_dsn_in_one_line():  # no cluster need
     assert done.stderr.strip().count("\n") == 0 and "needs a 3-node Galera cluster" in done.stderr
 
 
+def test_a_cluster_on_postgresql_is_refused_in_one_line():  # no cluster needed
+    done = cli("--engine", "postgresql", "run", "skip-locked", "--cluster", "3")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "Galera cluster is MariaDB's" in done.stderr
+
+
 def test_the_transcript_names_each_session_with_its_node(cluster):  # skips where none starts
     done = cli("run", "cluster-skip-locked", timeout=120)
     assert done.returncode == 0, done.stderr

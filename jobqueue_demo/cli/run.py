@@ -295,11 +295,16 @@ def verify(
     failed = 0
     for size, items in groups.items():
         with server_for(dsn, tuple(items), size) as server:
-            failed += _verify_on(items, server, step_timeout)
+            differ = _verify_on(items, server, step_timeout)
+        # Each group has its own server: each is named with its own verdict, a cluster as one.
+        label = f"{server.label} ({server.where})" if server.nodes else server.label
+        if differ:
+            print(f"{differ} of {len(items)} scenario(s) differ on {label}")
+        else:
+            print(f"Verified against {label}")
+        failed += differ
     if failed:
-        print(f"{failed} of {len(loaded)} scenario(s) differ on {server.label}")
         raise typer.Exit(EXIT_MISMATCH)
-    print(f"Verified against {server.label}")
 
 
 def _verify_on(items: list, server, step_timeout: float) -> int:
