@@ -24,6 +24,8 @@ RARE = (
     "jobqueue_demo.cli.workers",
     "jobqueue_demo.workers.strategies",
     "jobqueue_demo.run.matrix",
+    # The other engine: a MariaDB run reads a DSN's scheme without PostgreSQL's modules.
+    "jobqueue_demo.engine.pg_server",
     # The embedded server's template (engine/server.py), colour (render/color.py).
     "json",
     "rich",
