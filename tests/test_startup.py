@@ -19,6 +19,8 @@ RARE = (
     "jobqueue_demo.render.columns",
     "socket",
     # Other commands: main.py imports only the module of the command asked for.
+    "jobqueue_demo.cli.verify",
+    "jobqueue_demo.cli.lessons",
     "jobqueue_demo.cli.explore",
     "jobqueue_demo.cli.show",
     "jobqueue_demo.cli.workers",
