@@ -21,6 +21,8 @@ RARE = (
     # Other commands: main.py imports only the module of the command asked for.
     "jobqueue_demo.cli.verify",
     "jobqueue_demo.cli.lessons",
+    "jobqueue_demo.scenario.catalogue",
+    "jobqueue_demo.run.compare",
     "jobqueue_demo.cli.explore",
     "jobqueue_demo.cli.show",
     "jobqueue_demo.cli.workers",
