@@ -30,6 +30,7 @@ RARE = (
     "jobqueue_demo.run.matrix",
     # The other engine: a MariaDB run reads a DSN's scheme without PostgreSQL's modules.
     "jobqueue_demo.engine.pg_server",
+    "jobqueue_demo.engine.pg_session",
     # The embedded server's template (engine/server.py), colour (render/color.py).
     "json",
     "rich",
