@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from .errors import RecordError, ScenarioError, StuckError, StuckRun
 
 if TYPE_CHECKING:
+    from .run.compare import Comparison
     from .scenario.model import Scenario
 
 
@@ -294,13 +295,6 @@ def lesson_page_engines(
 # -- several engines ----------------------------------------------------------------------
 
 
-@dataclass
-class Comparison:
-    left: object  # run/compare.EngineRun
-    right: object
-    differences: list  # run/compare.StepDifference, in step order
-
-
 def engine_targets(scenario: Scenario, dsns: list[str]) -> list[tuple[str | None, str]]:
     """(dsn, engine) for each run of a comparison: the DSNs given (each names its engine),
     else for each engine the lesson is written for $JOBQUEUE_DEMO_DSN where it names that
@@ -332,7 +326,7 @@ def engine_run(scenario: Scenario, dsn: str | None, engine: str, step_timeout: f
 
 def compare(scenario: Scenario, dsns: list[str], step_timeout: float, allow_shared_user: bool = False) -> Comparison:
     """The lesson run on two engines (or two servers), and the statements whose outcome differs."""
-    from .run.compare import differences
+    from .run.compare import Comparison, differences
 
     left, right = (
         engine_run(scenario, dsn, engine, step_timeout, allow_shared_user)
@@ -443,7 +437,7 @@ def explore_matrix(scenario: Scenario, server, texts: list[str], options):
 
 def lessons() -> list:
     """The shipped lessons, each with its summary, sessions and explore variants."""
-    from .scenario.lessons import catalogue
+    from .scenario.catalogue import catalogue
 
     return catalogue()
 

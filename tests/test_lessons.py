@@ -13,7 +13,7 @@ import pytest
 from conftest import LOCAL_DSN, ROOT, cli, local_server_reachable
 from jobqueue_demo import api as core
 from jobqueue_demo.run import events as ev
-from jobqueue_demo.scenario import lessons
+from jobqueue_demo.scenario import catalogue, lessons
 from jobqueue_demo.engine import mysql_errors
 
 LESSONS = sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -70,7 +70,7 @@ def test_an_unreadable_lesson_is_reported_without_hiding_the_others(tmp_path, mo
     (tmp_path / "good.yaml").write_text("title: Good\nsummary: fine\nsessions: [A]\nsteps:\n  - A: SELECT 1;\n")
     (tmp_path / "broken.yaml").write_text("title: Broken\nsessions: [A]\nsteps: []\n")
     monkeypatch.setattr(lessons, "lesson_dirs", lambda: [tmp_path])
-    found = {lesson.name: lesson for lesson in lessons.catalogue()}
+    found = {lesson.name: lesson for lesson in catalogue.catalogue()}
     assert found["good"].summary == "fine" and found["good"].problem is None
     assert "broken.yaml:3:8: steps must be a non-empty list" in found["broken"].problem
 

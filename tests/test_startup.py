@@ -19,11 +19,18 @@ RARE = (
     "jobqueue_demo.render.columns",
     "socket",
     # Other commands: main.py imports only the module of the command asked for.
+    "jobqueue_demo.cli.verify",
+    "jobqueue_demo.cli.lessons",
+    "jobqueue_demo.scenario.catalogue",
+    "jobqueue_demo.run.compare",
     "jobqueue_demo.cli.explore",
     "jobqueue_demo.cli.show",
     "jobqueue_demo.cli.workers",
     "jobqueue_demo.workers.strategies",
     "jobqueue_demo.run.matrix",
+    # The other engine: a MariaDB run reads a DSN's scheme without PostgreSQL's modules.
+    "jobqueue_demo.engine.pg_server",
+    "jobqueue_demo.engine.pg_session",
     # The embedded server's template (engine/server.py), colour (render/color.py).
     "json",
     "rich",

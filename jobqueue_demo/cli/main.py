@@ -18,7 +18,9 @@ from .shared import app, options, say, say_notes
 
 # Each command module and the commands it registers, in the order --help lists them.
 COMMAND_MODULES = {
-    "run": ("run", "export", "verify", "record", "lessons", "cleanup"),
+    "run": ("run",),
+    "verify": ("export", "verify", "record"),
+    "lessons": ("lessons", "cleanup"),
     "compare": ("compare",),
     "explore": ("explore",),
     "show": ("show",),

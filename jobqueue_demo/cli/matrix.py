@@ -17,6 +17,19 @@ def check_axes(texts: list[str]) -> None:
     api.check_matrix(texts)
 
 
+def lesson_matrix_command(loaded: list, dsn: str | None, matrix: list[str], step_timeout: float, checking: bool) -> None:
+    """`run` shows the differences (expected under other settings); `verify` fails on them."""
+    from typer import Exit
+
+    from ..errors import EXIT_MISMATCH
+    from .shared import server_for
+
+    check_axes(matrix)
+    with server_for(dsn) as server:
+        if not lesson_matrix(loaded, server, matrix, step_timeout) and checking:
+            raise Exit(EXIT_MISMATCH)
+
+
 def lesson_matrix(loaded: list, server, texts: list[str], step_timeout: float) -> bool:
     """Runs each scenario under every combination and prints the steps that differ; True
     when every combination met every expectation."""

@@ -31,9 +31,8 @@ from urllib.parse import unquote
 
 from ..errors import ServerError, StartFailed, UsageError
 from .owner import hold
-from .server import ANSWER_TIMEOUT_S, die_with_parent, inode_of, refuse_nul, run_command, split_dsn
+from .server import ANSWER_TIMEOUT_S, die_with_parent, inode_of, is_pg_dsn, refuse_nul, run_command, split_dsn
 
-DSN_SCHEMES = ("postgresql", "postgres")
 DSN_FORM = "postgresql://user:password@host:port/database"
 DEFAULT_PORT = 5432
 CONNECT_TIMEOUT_S = 5
@@ -113,11 +112,6 @@ class PgParams:
 
 def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def is_pg_dsn(dsn: str) -> bool:
-    scheme, sep, _ = dsn.strip().partition("://")
-    return bool(sep) and scheme.lower() in DSN_SCHEMES
 
 
 def parse_dsn(dsn: str) -> PgParams:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..errors import FetchTimeout, ServerError
 from .deadlines import INTERRUPT_GRACE_S, shutdown_socket, wait_readable
 from .pg_errors import CONNECTION_FAILURE, LOST_CONNECTION
-from .result import PgError, Result
+from .result import Result, SqlError
 from .server import ANSWER_TIMEOUT_S
 from .session import MAX_ROWS_KEPT, Session
 
@@ -25,6 +25,36 @@ RESET_SESSION = (
     "CLOSE ALL; RESET ALL; DEALLOCATE ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); "
     "DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
 )
+
+
+# Here, with the session that makes it, not in result.py: a MariaDB run does not define it.
+@dataclass(frozen=True)
+class PgError(SqlError):
+    """A PostgreSQL error: no number (`errno` 0), its `code` is the SQLSTATE."""
+
+    severity: str = "ERROR"
+
+    def __str__(self) -> str:
+        # psql's form, which the seed transcript quotes: `ERROR:  could not obtain lock on row ...`.
+        return f"{self.severity}:  {self.message}"
+
+    @property
+    def code(self) -> int | str:
+        return self.sqlstate
+
+    @property
+    def error_class(self) -> str | None:
+        from .pg_errors import class_of
+
+        return class_of(self.sqlstate)
+
+    @property
+    def name(self) -> str | None:
+        from .pg_errors import name_of
+
+        return name_of(self.sqlstate)
+
+
 # Types psql right-aligns: int2, int4, int8, oid, float4, float8, numeric, money.
 NUMERIC_OIDS = frozenset({21, 23, 20, 26, 700, 701, 1700, 790})
 

@@ -38,33 +38,6 @@ class SqlError:
 
 
 @dataclass(frozen=True)
-class PgError(SqlError):
-    """A PostgreSQL error: no number (`errno` 0), its `code` is the SQLSTATE."""
-
-    severity: str = "ERROR"
-
-    def __str__(self) -> str:
-        # psql's form, which the seed transcript quotes: `ERROR:  could not obtain lock on row ...`.
-        return f"{self.severity}:  {self.message}"
-
-    @property
-    def code(self) -> int | str:
-        return self.sqlstate
-
-    @property
-    def error_class(self) -> str | None:
-        from .pg_errors import class_of
-
-        return class_of(self.sqlstate)
-
-    @property
-    def name(self) -> str | None:
-        from .pg_errors import name_of
-
-        return name_of(self.sqlstate)
-
-
-@dataclass(frozen=True)
 class Result:
     """A result set (columns is not None), an OK with an affected count, or an error.
 

@@ -247,6 +247,6 @@ def seam_of(engine: str):
 
 def seam_of_dsn(dsn: str):
     """The seam a DSN's scheme names: postgresql:// or postgres://, else MySQL's."""
-    from .pg_server import is_pg_dsn
+    from .server import is_pg_dsn
 
     return _SEAMS[PgSeam.name if is_pg_dsn(dsn) else MySqlSeam.name]

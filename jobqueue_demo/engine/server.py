@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 DSN_ENV = "JOBQUEUE_DEMO_DSN"
 DSN_SCHEMES = ("mysql", "mariadb")
+PG_DSN_SCHEMES = ("postgresql", "postgres")
 DSN_FORM = "mysql://user:password@host:port/database"
 DEFAULT_PORT = 3306
 DEFAULT_USER = "root"
@@ -179,6 +180,13 @@ def parse_dsn(dsn: str) -> ConnectParams:
     return params
 
 
+def is_pg_dsn(dsn: str) -> bool:
+    """Whether a DSN names PostgreSQL; here, not in pg_server.py, so that a MariaDB run
+    does not import the PostgreSQL server's module to find out."""
+    scheme, sep, _ = dsn.strip().partition("://")
+    return bool(sep) and scheme.lower() in PG_DSN_SCHEMES
+
+
 def split_dsn(dsn: str, form: str):
     """(urlsplit parts, port) of a DSN of any engine, with the checks every one needs."""
     try:
@@ -302,19 +310,21 @@ def open_server(dsn: str | None = None, engine: str | None = None) -> Iterator[S
     postgresql://); $JOBQUEUE_DEMO_DSN of another engine than the one asked for is not used."""
     if engine is not None and engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}: expected {' or '.join(ENGINES)}")
-    from . import pg_server
-
     if dsn is None:
         dsn = os.environ.get(DSN_ENV) or None
-        env_engine = (POSTGRESQL if pg_server.is_pg_dsn(dsn) else MYSQL) if dsn else None
+        env_engine = (POSTGRESQL if is_pg_dsn(dsn) else MYSQL) if dsn else None
         if engine is not None and env_engine != engine:
             dsn = None
 
-    if dsn is not None and pg_server.is_pg_dsn(dsn):
+    if dsn is not None and is_pg_dsn(dsn):
+        from . import pg_server
+
         yield _pg_server_info(pg_server.parse_dsn(dsn), embedded=False)
     elif dsn is not None:
         yield _server_info(parse_dsn(dsn), embedded=False)
     elif engine == POSTGRESQL:
+        from . import pg_server
+
         with pg_server.EmbeddedPostgres() as server:
             yield _pg_server_info(server.params, embedded=True)
     else:

@@ -20,7 +20,8 @@ METADATA = "metadata lock"
 TABLE = "table lock"
 
 
-@dataclass(frozen=True)
+# Plain, not frozen (as run/events.py): read once where they are made, never hashed.
+@dataclass
 class WaitInfo:
     kind: str  # ROW, METADATA or TABLE
     blockers: tuple[int, ...]  # thread ids holding what is waited for, when the server tells
@@ -53,7 +54,7 @@ WAITING_LOCK = re.compile(r"index (\S+) of table `[^`]*`\.`([^`]*)` trx id \d+ l
 THREAD_ID = re.compile(r"(?:MySQL|MariaDB) thread id (\d+)")
 
 
-@dataclass(frozen=True)
+@dataclass
 class TrxStatus:
     active: bool
     lock_wait: bool

@@ -39,6 +39,15 @@ class StepDifference:
     right: str
 
 
+@dataclass
+class Comparison:
+    """The lesson run on two engines (or two servers), and the statements whose outcome differs."""
+
+    left: EngineRun
+    right: EngineRun
+    differences: list[StepDifference]  # in step order
+
+
 def differences(left: EngineRun, right: EngineRun) -> list[StepDifference]:
     """Every statement whose outcome differs between the two runs, in step order."""
     seen_left, seen_right = outcomes(list(left.events)), outcomes(list(right.events))

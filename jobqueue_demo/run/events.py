@@ -1,4 +1,8 @@
-"""What a run produces, in the order it happened; renderers and checks consume these."""
+"""What a run produces, in the order it happened; renderers and checks consume these.
+
+Plain dataclasses, not frozen: an event is made once and only read, nothing hashes one, and
+a frozen dataclass costs twice a plain one to define, on every run's start-up
+(docs/architecture.md, Start-up)."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ if TYPE_CHECKING:  # only a deadlock or a stuck run makes these; a run without o
     from .chain import WaitChain
 
 
-@dataclass(frozen=True)
+@dataclass
 class RunStarted:
     """The scratch database is ready and the first step is next."""
 
@@ -22,7 +26,7 @@ class RunStarted:
     database: str
 
 
-@dataclass(frozen=True)
+@dataclass
 class StepStarting:
     """Emitted before each step runs, so an interactive view can pause on it."""
 
@@ -30,7 +34,7 @@ class StepStarting:
     step: Step
 
 
-@dataclass(frozen=True)
+@dataclass
 class Narrated:
     """A narration step: the lesson's prose between statements."""
 
@@ -38,7 +42,7 @@ class Narrated:
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass
 class Waiting:
     """A statement the server holds on a lock; its Completed event comes later."""
 
@@ -52,7 +56,7 @@ class Waiting:
     lock: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass
 class Completed:
     """A statement's answer: its rows, count or error, after a wait when waited_ms is set."""
 
@@ -67,7 +71,7 @@ class Completed:
     deadlock: DeadlockCycle | None = None  # the cycle a 1213 broke, as the server told it
 
 
-@dataclass(frozen=True)
+@dataclass
 class FaultApplied:
     """A fault step done to a session (kill, disconnect, kill-query, reconnect, wait)."""
 
@@ -79,7 +83,7 @@ class FaultApplied:
     took_ms: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass
 class LocksShown:
     """A `locks` step: the sessions' locks as the server lists them, and what it cannot list."""
 
@@ -89,7 +93,7 @@ class LocksShown:
     note: str
 
 
-@dataclass(frozen=True)
+@dataclass
 class LocksTaken:
     """With --show-locks: the record locks a statement added to its transaction's."""
 
@@ -101,7 +105,7 @@ class LocksTaken:
     held: int  # record locks the transaction holds now
 
 
-@dataclass(frozen=True)
+@dataclass
 class Stuck:
     """The schedule cannot go on; the run ends with StuckError right after this event."""
 
@@ -110,7 +114,7 @@ class Stuck:
     chain: WaitChain
 
 
-@dataclass(frozen=True)
+@dataclass
 class RunFinished:
     """Every step has run and every statement has answered; the sessions close next."""
 

@@ -27,14 +27,15 @@ SKIPS_ROW_LOCKS = re.compile(r"\b(SKIP\s+LOCKED|NOWAIT)\b", re.IGNORECASE)
 SKIP_LOCKED_CONFIRM_S = 0.005
 
 
-@dataclass(frozen=True)
+# Plain, not frozen, as run/events.py: short-lived values nothing hashes.
+@dataclass
 class Answered:
     """The session's statement has its answer ready to read."""
 
     session: Session
 
 
-@dataclass(frozen=True)
+@dataclass
 class Blocked:
     """The session's statement is confirmed waiting on a lock of this kind."""
 
@@ -42,7 +43,7 @@ class Blocked:
     kind: str
 
 
-@dataclass(frozen=True)
+@dataclass
 class Patience:
     """How long settling waits: for an answer at all, and before a wait counts as one."""
 

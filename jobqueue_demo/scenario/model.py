@@ -183,7 +183,7 @@ def error_match(spelling: str | int, engine: str = "mysql") -> ErrorMatch:
 
 
 def error_spelling(error, portable: bool) -> str:
-    """How `record` writes an error (engine/result.py's SqlError or PgError): its portable
+    """How `record` writes an error (engine/result.py's SqlError, or pg_session.py's PgError): its portable
     class where it has one and the lesson is shared by engines, or the servers of one engine
     differ (1205 vs 3572); else its name, else its code."""
     if error.error_class and (portable or error.error_class in DIFFERING_CLASSES):
