@@ -63,6 +63,60 @@ def local():
         yield info
 
 
+LOCAL_PG_DSN = os.environ.get("JOBQUEUE_DEMO_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
+
+
+def local_pg_reachable() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 5432), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def pg_binaries_missing() -> str | None:
+    """Why the embedded PostgreSQL cannot start here, or None."""
+    from jobqueue_demo.engine.pg_server import find_binaries
+    from jobqueue_demo.errors import ServerError
+
+    try:
+        find_binaries()
+    except ServerError as e:
+        return str(e)
+    return None
+
+
+def skip_without_pg() -> None:
+    missing = pg_binaries_missing()
+    if missing is not None:
+        pytest.skip(f"no PostgreSQL server binaries: {missing}")
+
+
+@pytest.fixture(scope="session")
+def pg_embedded():
+    skip_without_pg()
+    from jobqueue_demo.engine.server import open_server
+
+    with open_server(None, engine="postgresql") as info:
+        yield info
+
+
+@pytest.fixture(scope="session")
+def pg_local():
+    if not local_pg_reachable():
+        pytest.skip("no PostgreSQL on 127.0.0.1:5432")
+    from jobqueue_demo.engine.server import open_server
+
+    with open_server(LOCAL_PG_DSN) as info:
+        yield info
+
+
+@pytest.fixture(params=["pg_embedded", "pg_local"])
+def pg(request):
+    """Each PostgreSQL behaviour test runs on both real PostgreSQL servers."""
+    return request.getfixturevalue(request.param)
+
+
 @pytest.fixture(params=["embedded", "local"])
 def server(request):
     """Each behaviour test runs on both real servers."""

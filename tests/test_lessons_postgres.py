@@ -11,10 +11,10 @@ import shutil
 
 import pytest
 
-from conftest import ROOT, cli, run_cli
+from conftest import LOCAL_PG_DSN, ROOT, cli, local_pg_reachable, run_cli
 from jobqueue_demo import api as core
 from jobqueue_demo.render.columns import cells
-from test_postgres_engine import LOCAL_PG_DSN, MISSING, local_pg_reachable
+from test_postgres_engine import MISSING
 
 pytestmark = pytest.mark.skipif(MISSING is not None, reason=f"no PostgreSQL server binaries: {MISSING}")
 

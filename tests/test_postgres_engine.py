@@ -8,66 +8,20 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, cli
+from conftest import LOCAL_PG_DSN, ROOT, cli, local_pg_reachable, pg_binaries_missing
 from jobqueue_demo import api as core
-from jobqueue_demo.errors import ServerError
 from jobqueue_demo.run import events as ev
 from test_interrupt import interrupt_while_waiting, start
 
 DATA = ROOT / "tests" / "data" / "postgresql"
-LOCAL_PG_DSN = os.environ.get("JOBQUEUE_DEMO_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
-
-
-def _binaries_missing() -> str | None:
-    from jobqueue_demo.engine.pg_server import find_binaries
-
-    try:
-        find_binaries()
-    except ServerError as e:
-        return str(e)
-    return None
-
-
-MISSING = _binaries_missing()
+MISSING = pg_binaries_missing()
 pytestmark = pytest.mark.skipif(MISSING is not None, reason=f"no PostgreSQL server binaries: {MISSING}")
-
-
-def local_pg_reachable() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 5432), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-@pytest.fixture(scope="module")
-def pg_embedded():
-    from jobqueue_demo.engine.server import open_server
-
-    with open_server(None, engine="postgresql") as info:
-        yield info
-
-
-@pytest.fixture(scope="module")
-def pg_local():
-    if not local_pg_reachable():
-        pytest.skip("no PostgreSQL on 127.0.0.1:5432")
-    from jobqueue_demo.engine.server import open_server
-
-    with open_server(LOCAL_PG_DSN) as info:
-        yield info
-
-
-@pytest.fixture(params=["pg_embedded", "pg_local"])
-def pg(request):
-    return request.getfixturevalue(request.param)
 
 
 def run(name: str, server):

@@ -9,64 +9,19 @@ failure (40001), which the claim loop counts and retries.
 from __future__ import annotations
 
 import json
-import socket
 import time
 
 import pytest
 
-from conftest import cli
+from conftest import cli, skip_without_pg
 from jobqueue_demo.workers.crew import Scratch, WorkersConfig, check, run_workers
 from jobqueue_demo.workers.stall import diagnose
 from jobqueue_demo.workers.strategies import REGISTRY
 from test_workers import assert_every_job_done_once, interrupted_run
 
-PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 STRATEGIES = tuple(s.name for s in REGISTRY if s.swept)
 LOCK_HELD = ("skip-locked", "for-update", "nowait-retry", "update-limit")
 ISOLATIONS = ("read-committed", "repeatable-read")
-
-
-def local_pg_reachable() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 5432), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-def skip_without_pg_binaries() -> None:
-    from jobqueue_demo.engine import pg_server
-    from jobqueue_demo.errors import ServerError
-
-    try:
-        pg_server.find_binaries()
-    except ServerError as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="session")
-def pg_embedded():
-    from jobqueue_demo.engine.server import open_server
-
-    skip_without_pg_binaries()
-    with open_server(None, engine="postgresql") as info:
-        yield info
-
-
-@pytest.fixture(scope="session")
-def pg_local():
-    if not local_pg_reachable():
-        pytest.skip("no PostgreSQL on 127.0.0.1:5432")
-    from jobqueue_demo.engine.server import open_server
-
-    with open_server(PG_DSN) as info:
-        yield info
-
-
-@pytest.fixture(params=["pg_embedded", "pg_local"])
-def pg(request):
-    """Each behaviour test runs on both real PostgreSQL servers."""
-    return request.getfixturevalue(request.param)
 
 
 @pytest.mark.parametrize("isolation", ISOLATIONS)
@@ -201,7 +156,7 @@ def _diagnosis_with(scratch, threads, waits: int):
 
 
 def test_cli_workers_on_postgresql_json():
-    skip_without_pg_binaries()
+    skip_without_pg()
     done = cli("workers", "--engine", "postgresql", "-w", "3", "-j", "30", "--work-ms", "2", "--kill", "1", "--json",
                timeout=180)
     assert done.returncode == 0, done.stderr
@@ -212,7 +167,7 @@ def test_cli_workers_on_postgresql_json():
 
 
 def test_cli_bench_tiny_sweep_on_postgresql():
-    skip_without_pg_binaries()
+    skip_without_pg()
     done = cli(
         "bench", "--engine", "postgresql", "--jobs", "24", "--workers", "2", "--strategies",
         "skip-locked,update-limit,lease", "--work-ms", "0", "--json", "--plot", "", timeout=300,
@@ -228,7 +183,7 @@ def test_cli_bench_tiny_sweep_on_postgresql():
 
 def test_ctrl_c_on_postgresql_leaves_no_process_behind():
     """Ctrl-C of a PostgreSQL run: exit 130, the workers, the forkserver and the embedded server gone."""
-    skip_without_pg_binaries()
+    skip_without_pg()
     interrupted_run("--engine", "postgresql")
 
 

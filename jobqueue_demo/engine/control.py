@@ -78,3 +78,17 @@ def text(value) -> str | None:
     if value is None or isinstance(value, str):
         return value
     return value.decode("utf-8", "replace")
+
+
+def first_failure(steps: list, lost: frozenset) -> ControlError | None:
+    """Every step tried, for clean-up that should go as far as it can; the first failure, if
+    any. Once the connection is lost the rest would fail the same way, so they are not tried."""
+    failure = None
+    for step in steps:
+        try:
+            step()
+        except ControlError as e:
+            failure = failure or e
+            if e.errno in lost:
+                break
+    return failure

@@ -25,6 +25,7 @@ from dataclasses import replace
 
 from ..errors import ServerError
 from . import pg_control as control
+from .control import first_failure
 from .pg_control import literal, quote
 from .pg_errors import LOST_CONNECTION
 from .pg_server import APPLICATION
@@ -110,18 +111,10 @@ class PgScratchDatabase:
             self._databases.remove(name)
 
     def _drop_all(self) -> control.ControlError | None:
-        failure = None
         drops = [lambda name=name: self.drop(name) for name in reversed(self._databases)]
         if self._role is not None:
             drops.append(lambda: control.execute(self.admin, f"DROP ROLE IF EXISTS {quote(self._role)}"))
-        for drop in drops:
-            try:
-                drop()
-            except control.ControlError as e:
-                failure = failure or e
-                if e.errno in LOST_CONNECTION:
-                    break
-        return failure
+        return first_failure(drops, LOST_CONNECTION)
 
     def close(self, quiet: bool = False) -> None:
         """Drop what was made and disconnect, which frees the advisory lock whatever failed."""

@@ -136,18 +136,10 @@ class ScratchDatabase:
 
     def _drop_all(self) -> control.ControlError | None:
         """Drop every database made, then the user; the first failure, if any."""
-        failure = None
         drops = [lambda name=name: self.drop(name) for name in reversed(self._databases)]
         if self._user is not None:
             drops.append(lambda: self.execute(f"DROP USER IF EXISTS {self._user}"))
-        for drop in drops:
-            try:
-                drop()
-            except control.ControlError as e:
-                failure = failure or e
-                if e.errno in LOST_CONNECTION:
-                    break
-        return failure
+        return control.first_failure(drops, LOST_CONNECTION)
 
     def close(self, quiet: bool = False) -> None:
         """Drop what was made and disconnect, which frees the named lock for a later sweep
