@@ -204,7 +204,9 @@ def _stuck_after(scenario: Scenario, events: list, stuck: StuckError) -> StuckRu
 
 
 def verified_line(server, on: datetime.date | None = None) -> str:
-    return f"{server.label} on {(on or datetime.date.today()).isoformat()}"
+    """The stamp `record` writes: a cluster lesson's says it was verified on a cluster."""
+    where = f" ({len(server.nodes)}-node Galera cluster)" if server.nodes else ""
+    return f"{server.label}{where} on {(on or datetime.date.today()).isoformat()}"
 
 
 def record(scenario: Scenario, server, step_timeout: float) -> int:

@@ -280,3 +280,15 @@ def test_a_table_galera_cannot_replicate_is_refused_in_one_line(tmp_path, cluste
     done = cli("run", str(path))
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "needs ENGINE=InnoDB and a PRIMARY KEY: log" in done.stderr
+
+
+def test_record_stamps_a_cluster_lesson_as_verified_on_a_cluster(embedded):  # no cluster needed
+    import dataclasses
+    import datetime
+
+    from jobqueue_demo import api
+
+    on = datetime.date(2026, 12, 4)
+    three = dataclasses.replace(embedded, nodes=(embedded.params,) * 3)
+    assert api.verified_line(three, on) == f"{embedded.label} (3-node Galera cluster) on 2026-12-04"
+    assert api.verified_line(embedded, on) == f"{embedded.label} on 2026-12-04"
