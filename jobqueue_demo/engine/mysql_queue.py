@@ -65,11 +65,7 @@ class MySqlWorker(WorkerConnection):
 
 @dataclass(frozen=True)
 class MySqlQueue(QueueEngine):
-    def connect(self, params, database: str, session_sql: tuple[str, ...]) -> MySqlWorker:
-        worker = MySqlWorker(params.connect(database=database))
-        for sql in session_sql:
-            worker.execute(sql)
-        return worker
+    worker_type = MySqlWorker
 
     def schema(self, state_order: str) -> tuple[str, ...]:
         return (

@@ -65,11 +65,7 @@ class PgWorker(WorkerConnection):
 
 @dataclass(frozen=True)
 class PgQueue(QueueEngine):
-    def connect(self, params, database: str, session_sql: tuple[str, ...]) -> PgWorker:
-        worker = PgWorker(params.connect(database=database))
-        for sql in session_sql:
-            worker.execute(sql)
-        return worker
+    worker_type = PgWorker
 
     def schema(self, state_order: str) -> tuple[str, ...]:
         return (

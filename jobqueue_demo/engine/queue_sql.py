@@ -11,6 +11,7 @@ error turned into a `ClaimError` with a portable class (`deadlock`, `lock-not-av
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 # How `state` sorts in the (state, id) index: 'done' after every queued entry (an enum), or
 # before them (a string compares 'done' < 'queued'); docs/workers.md says why it matters.
@@ -109,8 +110,14 @@ class QueueEngine:
     """What the crew asks of an engine besides the workers' own connections. Picklable: the
     worker processes receive it and call `connect`."""
 
+    worker_type: ClassVar[type]  # the engine's WorkerConnection, around a connection of its driver
+
     def connect(self, params, database: str, session_sql: tuple[str, ...]) -> WorkerConnection:
-        raise NotImplementedError
+        """A worker's connection to the scratch database, its session settings applied."""
+        worker = self.worker_type(params.connect(database=database))
+        for sql in session_sql:
+            worker.execute(sql)
+        return worker
 
     def schema(self, state_order: str) -> tuple[str, ...]:
         raise NotImplementedError
