@@ -116,7 +116,7 @@ def ensure_cluster_template(binary: srv.ServerBinary, provider: Path) -> tuple[s
     final = root / key
     if not (final / GRASTATE).is_file():
         try:
-            with srv._locked(root / f"{key}.lock"):
+            with srv.locked(root / f"{key}.lock"):
                 if not (final / GRASTATE).is_file():
                     _build_cluster_template(binary, template, provider, final)
         except OSError as exc:
