@@ -292,3 +292,17 @@ def test_record_stamps_a_cluster_lesson_as_verified_on_a_cluster(embedded):  # n
     three = dataclasses.replace(embedded, nodes=(embedded.params,) * 3)
     assert api.verified_line(three, on) == f"{embedded.label} (3-node Galera cluster) on 2026-12-04"
     assert api.verified_line(embedded, on) == f"{embedded.label} on 2026-12-04"
+
+
+def test_a_machine_without_the_cached_template_builds_it_and_starts(galera_cluster, tmp_path, monkeypatch):
+    """The first cluster on a machine bootstraps one node into a fresh cache; every later start
+    copies it. `galera_cluster` first: a machine where no cluster starts skips here too."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    with EmbeddedCluster(2) as fresh:
+        conn = fresh.nodes[1].params.connect()
+        try:
+            assert value(conn, "SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'") == "2"
+        finally:
+            conn.close()
+    (grastate,) = tmp_path.glob("jobqueue-demo/*-galera/grastate.dat")
+    assert "seqno:   -1" not in grastate.read_text()
