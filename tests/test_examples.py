@@ -22,10 +22,6 @@ SLOW = {
     "jobqueue-demo bench --jobs 300 --workers 1,2,4 --strategies skip-locked,for-update": "a sweep of 6 runs",
     "jobqueue-demo bench --jobs 300 --workers 2,4 --strategies skip-locked,lease --kill 1 --json": "a sweep of 8 runs with kills",
     "jobqueue-demo bench --engine postgresql --plot workers-bench-pg.png": "the default sweep on PostgreSQL: about 40 s",
-    "jobqueue-demo workers --cluster 3 -w 6 --jobs 300": (
-        "stalled once in about eight suite runs on a loaded 2-core machine (10 of 300 done, then none for 30 s, "
-        "no row-lock wait on node 1); not yet diagnosed, so issue 14 stays open"
-    ),
 }
 # Examples that show a failure on purpose, with the exit code the README documents for it.
 EXIT_CODES = {

@@ -218,8 +218,8 @@ class Node:
             # Galera replicates row images, and interleaved auto-increment locks only.
             "--binlog-format=ROW",
             "--innodb-autoinc-lock-mode=2",
-            # With one applier thread a node can hang for good (seen about once in 40 runs of
-            # `workers --cluster 3`): its applier waits for a row lock held by a local transaction
+            # With one applier thread a node can hang for good (3 of 164 runs of
+            # `workers --cluster 3` here): its applier waits for a row lock held by a local transaction
             # that is in COMMIT, whose certification waits for the write sets queued behind that
             # same applier; the BF abort never frees the lock and flow control then stops every
             # node. More appliers certify the queued write sets, the local transaction fails
