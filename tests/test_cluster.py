@@ -18,7 +18,7 @@ from jobqueue_demo import api as core
 from jobqueue_demo.engine import control, mysql_errors
 from jobqueue_demo.engine.cluster import EmbeddedCluster, parse_node_dsns
 from jobqueue_demo.engine.leftovers import sweep_dirs
-from jobqueue_demo.errors import ScenarioError, UsageError
+from jobqueue_demo.errors import ScenarioError, ServerError, UsageError
 from jobqueue_demo.run import events as ev
 from jobqueue_demo.scenario.loader import load_scenario
 
@@ -414,3 +414,41 @@ def test_a_brute_force_abort_is_told_as_one_not_as_a_deadlock(tmp_path, galera, 
     (failed,) = [r for r in map(json.loads, lines) if r["event"] == "statement" and "error" in r]
     assert failed["error"]["rolled_back_by"] == "brute-force abort"
     assert not any(json.loads(line)["event"] == "deadlock" for line in lines)
+
+
+# --- the workers' reads and kills on each node ------------------------------------------------
+
+
+def test_a_workers_thread_is_seen_and_killed_on_its_own_node(galera):
+    from jobqueue_demo.engine.node_waits import on_node
+    from jobqueue_demo.workers.crew import Scratch
+
+    with Scratch(galera) as scratch:
+        scratch.prepare(3)
+        scratch.nodes.wait_for_jobs()
+        worker = galera.nodes[1].connect(database=scratch.name)
+        try:
+            on_two = on_node(2, worker.thread_id())
+            assert scratch.threads_present([on_two]) == {on_two}
+            scratch.kill_threads([on_two])
+            deadline = time.monotonic() + 10
+            while scratch.threads_present([on_two]) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert scratch.threads_present([on_two]) == set()
+            with pytest.raises(ServerError):
+                control.rows(worker, "SELECT 1")  # its own node ended it
+        finally:
+            worker.close()
+
+
+def test_workers_killed_on_a_cluster_are_watched_on_their_nodes_and_every_node_checked(galera):
+    from jobqueue_demo.workers.crew import WorkersConfig, run_workers
+
+    # Worker i is on node i mod 3 + 1: of two killed among three, one at least is not on node 1.
+    summary = run_workers(WorkersConfig(workers=3, jobs=90, work_ms=3.0, kill=2), galera)
+    assert summary.nodes == 3 and summary.nodes_agree is True
+    assert summary.killed == 2 and [w.state for w in summary.per_worker].count("killed") == 2
+    assert all(ms is not None for ms in summary.notice_ms)
+    assert summary.invariants_hold and summary.completed == 90 and summary.lost == 0
+    # Each killed worker held its claimed job, which another worker then completed.
+    assert summary.reclaimed == 2
