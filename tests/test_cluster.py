@@ -207,6 +207,9 @@ def test_explore_finds_the_email_sent_twice_across_two_nodes(cluster):  # skips 
     assert done.returncode == 1, done.stdout + done.stderr
     assert "embedded 3-node Galera cluster" in done.stdout
     assert "\"no job's email sent twice\" violated" in done.stdout
+    # The losers' 1213s are named as the nodes counted them: no deadlock among them.
+    assert "at line 60 aborted by a write set replicated from another node (brute-force abort)" in done.stdout
+    assert "chosen as the victim" not in done.stdout
 
 
 def node_dsns(cluster) -> list[str]:
@@ -452,3 +455,17 @@ def test_workers_killed_on_a_cluster_are_watched_on_their_nodes_and_every_node_c
     assert summary.invariants_hold and summary.completed == 90 and summary.lost == 0
     # Each killed worker held its claimed job, which another worker then completed.
     assert summary.reclaimed == 2
+
+
+def test_each_cause_of_a_1213_has_its_own_note():  # no cluster needed: the note for each cause
+    from jobqueue_demo.engine.result import Result, SqlError
+    from jobqueue_demo.render.transcript import event_lines
+
+    error = Result(error=SqlError(mysql_errors.ER_LOCK_DEADLOCK, "40001", "Deadlock found"))
+    notes = {}
+    for cause in (None, "deadlock", "certification failure", "brute-force abort"):
+        event = ev.Completed(0, "B@2", "COMMIT;", None, error, 0.0, rollback=cause)
+        notes[cause] = [line.text for line in event_lines(event)][-1]
+    assert notes[None] == notes["deadlock"] == "-- B@2 was chosen as the deadlock victim: its whole transaction was rolled back"
+    assert notes["certification failure"].startswith("-- B@2's write set failed certification")
+    assert notes["brute-force abort"].startswith("-- B@2's transaction was aborted by a conflicting write set")
