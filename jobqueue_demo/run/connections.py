@@ -10,7 +10,6 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..engine import galera  # a Galera cluster's own status (MariaDB only)
 from ..engine.server import ServerInfo
 from ..engine.session import Session
 from ..engine.node_waits import NodeWaits, on_node, split
@@ -51,7 +50,7 @@ class Connections:
         # killed from a control connection to its own node, opened when first needed.
         self._node_controls: dict[int, object] = {}
         # On a cluster, why a session's transaction was rolled back with ERROR 1213.
-        self._causes = galera.RollbackCauses() if server.nodes else None
+        self._causes = _galera().RollbackCauses() if server.nodes else None
 
     def open(self) -> None:
         self.scratch.open()
@@ -89,7 +88,7 @@ class Connections:
         if self.server.nodes:
             # Node 1 first applies what the other nodes committed: the invariants read it, and
             # a reset running beside a late write set would be rolled back by it (ERROR 1213).
-            galera.catch_up(self.control, self._cluster_seqno())
+            _galera().catch_up(self.control, self._cluster_seqno())
         self.end_orphans()
         for name, session in list(self.sessions.items()):
             if session.busy and not session.closed:
@@ -121,6 +120,7 @@ class Connections:
         nodes = self._nodes()
         if not nodes:
             return
+        galera = _galera()
         seqno = galera.last_committed(self.control)
         for node in nodes:
             galera.catch_up(self._control_of(node), seqno)
@@ -136,6 +136,7 @@ class Connections:
         then meets what it meets."""
         if self._causes is None:
             return
+        galera = _galera()
         node, _ = split(session.thread_id)
         others = self._session_nodes() - {node}
         seqno = max((galera.last_committed(self._control_of(other)) for other in others), default=0)
@@ -153,7 +154,7 @@ class Connections:
         """The newest write set any node of the run's sessions has applied (read from the
         tool's own connections: a session whose transaction lost certification answers its
         next statement with ERROR 1213)."""
-        return max([galera.last_committed(self._control_of(node)) for node in self._nodes()], default=0)
+        return max([_galera().last_committed(self._control_of(node)) for node in self._nodes()], default=0)
 
     def _control_of(self, node: int):
         """The tool's own connection to a cluster node, opened when first needed."""
@@ -175,7 +176,7 @@ class Connections:
     def _check_replicable(self) -> None:
         """Galera replicates the rows of InnoDB tables with a primary key only; a lesson whose
         tables lack either would show nodes silently apart, so it is refused."""
-        found = galera.unreplicable_tables(self.control, self.database)
+        found = _galera().unreplicable_tables(self.control, self.database)
         if found:
             tables = ", ".join(found)
             raise ScenarioError(
@@ -187,6 +188,7 @@ class Connections:
             return self.seam.session(spec.name, self.scratch, self._settings_sql(spec), self.step_timeout)
         # The run's user and database are made on node 1: the node applies them before the
         # session logs in (connecting first was refused now and then: no such user yet).
+        galera = _galera()
         galera.catch_up(self._control_of(spec.node), galera.last_committed(self.control))
         node = self.server.nodes[spec.node - 1]
         params = replace(self.scratch.session_params, host=node.host, port=node.port, unix_socket=node.unix_socket)
@@ -287,3 +289,9 @@ class Connections:
             names[on_node(node, self.seam.connection_id(conn))] = "the control connection"
         return names
 
+
+def _galera():
+    """engine/galera.py, imported on a cluster's paths only: off a single server's start-up."""
+    from ..engine import galera
+
+    return galera
