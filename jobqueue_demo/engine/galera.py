@@ -87,8 +87,8 @@ class RollbackCauses:
     rise no error of ours explains (a session aborted and never heard from again, a session
     reset that met a late write set) stays, and cannot mislead: every 1213 raises its own
     counter, and the counters are tried in the order deadlock, certification, brute force,
-    so only a brute-force rise is ever left over (the loser of a COMMIT race raises both
-    certification and brute force) and it can only be taken for another brute-force abort.
+    so what is left over is a brute-force rise (the loser of a COMMIT race often raises both
+    certification and brute force), and it can only be taken for another brute-force abort.
 
     The counters are the node's, not the run's: on a cluster other clients use (`--dsn
     nodeN=…`) one of their rollbacks between two of ours could be taken for ours. Reading
