@@ -18,7 +18,7 @@ from jobqueue_demo import api as core
 from jobqueue_demo.engine import control, mysql_errors
 from jobqueue_demo.engine.cluster import EmbeddedCluster, parse_node_dsns
 from jobqueue_demo.engine.leftovers import sweep_dirs
-from jobqueue_demo.errors import ScenarioError, UsageError
+from jobqueue_demo.errors import ScenarioError, ServerError, UsageError
 from jobqueue_demo.run import events as ev
 from jobqueue_demo.scenario.loader import load_scenario
 
@@ -207,6 +207,9 @@ def test_explore_finds_the_email_sent_twice_across_two_nodes(cluster):  # skips 
     assert done.returncode == 1, done.stdout + done.stderr
     assert "embedded 3-node Galera cluster" in done.stdout
     assert "\"no job's email sent twice\" violated" in done.stdout
+    # The losers' 1213s are named as the nodes counted them: no deadlock among them.
+    assert "at line 60 aborted by a write set replicated from another node (brute-force abort)" in done.stdout
+    assert "chosen as the victim" not in done.stdout
 
 
 def node_dsns(cluster) -> list[str]:
@@ -233,38 +236,47 @@ def test_bad_node_dsns_on_the_command_line_are_one_line(dsns, message):
     assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr
 
 
-WAIT_ON_NODE_2 = """title: a wait on node 2
-cluster: 3
-setup: |
-  CREATE TABLE jobs (id INT PRIMARY KEY, state VARCHAR(10) NOT NULL) ENGINE=InnoDB;
-  INSERT INTO jobs VALUES (1, 'queued');
-sessions:
-  A: {node: 1}
-  B: {node: 2}
-  C: {node: 2}
-steps:
-  - A: BEGIN;
+def on_nodes(title: str, steps: str, sessions: str = "A: {node: 1}, B: {node: 2}, C: {node: 2}") -> str:
+    """A cluster lesson on a jobs table of two queued jobs; `steps` as the YAML list under `steps:`."""
+    return (
+        f"title: {title}\ncluster: 3\nsetup: |\n"
+        "  CREATE TABLE jobs (id INT PRIMARY KEY, state VARCHAR(10) NOT NULL) ENGINE=InnoDB;\n"
+        "  INSERT INTO jobs VALUES (1, 'queued'), (2, 'queued');\n"
+        f"sessions: {{{sessions}}}\nsteps:\n{steps}"
+    )
+
+
+def lesson_at(folder: Path, text: str):
+    path = folder / "lesson.yaml"
+    path.write_text(text)
+    return load_scenario(str(path))
+
+
+# A holds job 1 on node 1, B on node 2, and C on node 2 waits for B.
+THREE_CLAIMS = """  - A: BEGIN;
   - A: SELECT id FROM jobs WHERE id = 1 FOR UPDATE;
   - B: BEGIN;
   - B: SELECT id FROM jobs WHERE id = 1 FOR UPDATE;
     expect: {waits: false, rows: [[1]]}
   - C: BEGIN;
   - C: SELECT id FROM jobs WHERE id = 1 FOR UPDATE;
-    expect: {waits: true, rows: [[1]]}
+"""
+WAIT_ON_NODE_2 = on_nodes(
+    "a wait on node 2",
+    THREE_CLAIMS
+    + """    expect: {waits: true, rows: [[1]]}
   - B: COMMIT;
     expect: ok
   - C: COMMIT;
     expect: ok
   - A: COMMIT;
     expect: ok
-"""
+""",
+)
 
 
 def test_a_wait_is_seen_on_its_own_node_and_names_its_blocker(tmp_path, galera):
-    path = tmp_path / "wait.yaml"
-    path.write_text(WAIT_ON_NODE_2)
-    scenario = load_scenario(str(path))
-    report = core.run(scenario, galera, 10.0)
+    report = core.run(lesson_at(tmp_path, WAIT_ON_NODE_2), galera, 10.0)
     assert not report.mismatches, report.mismatches
     waiting = [e for e in report.events if isinstance(e, ev.Waiting)]
     # A's lock on node 1 is not seen on node 2; B's is, by C, and B is named as the holder.
@@ -306,3 +318,168 @@ def test_a_machine_without_the_cached_template_builds_it_and_starts(galera_clust
             conn.close()
     (grastate,) = tmp_path.glob("jobqueue-demo/*-galera/grastate.dat")
     assert "seqno:   -1" not in grastate.read_text()
+
+
+# --- what a run reads on each session's own node ------------------------------------------
+
+DEADLOCK_ON_NODE_2 = on_nodes(
+    "a deadlock on node 2",
+    """  - A: BEGIN;
+  - A: SELECT id FROM jobs WHERE id = 2 FOR UPDATE;
+  - B: BEGIN;
+  - C: BEGIN;
+  - B: UPDATE jobs SET state = 'b' WHERE id = 1;
+  - C: UPDATE jobs SET state = 'c' WHERE id = 2;
+  - locks
+  - B: UPDATE jobs SET state = 'b' WHERE id = 2;
+    expect: {waits: true}
+  - C: UPDATE jobs SET state = 'c' WHERE id = 1;
+    expect: {error: deadlock}
+  - B: ROLLBACK;
+  - C: ROLLBACK;
+  - A: ROLLBACK;
+""",
+)
+
+
+@pytest.fixture(scope="module")
+def deadlock_on_node_2(tmp_path_factory, galera):
+    return core.run(lesson_at(tmp_path_factory.mktemp("node2"), DEADLOCK_ON_NODE_2), galera, 10.0, show_locks=True)
+
+
+def test_a_deadlock_on_node_2_is_read_on_node_2(deadlock_on_node_2):
+    report = deadlock_on_node_2
+    assert not report.mismatches, report.mismatches
+    (victim,) = [e for e in report.events if isinstance(e, ev.Completed) and e.result.error is not None]
+    assert victim.result.error.errno == mysql_errors.ER_LOCK_DEADLOCK and victim.rollback == "deadlock"
+    cycle = victim.deadlock
+    assert cycle is not None, "the cycle is read on the victim's node"
+    assert {p.session for p in cycle.parties} == {"B", "C"}
+    assert cycle.name(cycle.victim) == victim.session
+
+
+def test_show_locks_and_the_locks_step_read_each_session_on_its_node(deadlock_on_node_2):
+    taken = {(e.session, e.index): e.locked for e in deadlock_on_node_2.events if isinstance(e, ev.LocksTaken)}
+    assert taken[("A", 1)] > 0 and taken[("B", 4)] > 0 and taken[("C", 5)] > 0
+    (shown,) = [e for e in deadlock_on_node_2.events if isinstance(e, ev.LocksShown)]
+    assert {row[0] for row in shown.rows} == {"A", "B", "C"}
+
+
+def test_the_transcript_names_the_node_in_the_cycle_and_the_lock_table(deadlock_on_node_2):
+    from jobqueue_demo.render.transcript import event_lines, prompted
+
+    prompts = {"A": "A@1", "B": "B@2", "C": "C@2"}
+    text = "\n".join(
+        line.text for event in deadlock_on_node_2.events for line in event_lines(prompted(event, prompts))
+    )
+    assert "-- deadlock: B@2 -> C@2 -> B@2" in text or "-- deadlock: C@2 -> B@2 -> C@2" in text
+    assert "\n B@2 " in text and "\n C@2 " in text  # the lock table's rows
+
+
+STUCK_ON_NODE_2 = on_nodes("stuck on node 2", THREE_CLAIMS + "  - C: COMMIT;\n")
+
+
+def test_a_stuck_run_reads_every_node_and_names_it(tmp_path, galera):
+    from jobqueue_demo.errors import StuckError
+
+    with pytest.raises(StuckError) as stuck:
+        core.run(lesson_at(tmp_path, STUCK_ON_NODE_2), galera, 10.0)
+    message = str(stuck.value)
+    assert "C@2 waits for B@2 (row lock jobs PRIMARY X (1)" in message, message
+    # B's open transaction is on node 2: read there, it is idle in a transaction, not idle.
+    assert message.endswith("which is idle in a transaction, so nothing will release its locks"), message
+
+
+# B is aborted when node 2 applies A's write set (S's read waits for that): at its next
+# statement, not a COMMIT.
+BRUTE_FORCE_ABORT = on_nodes(
+    "a brute-force abort",
+    """  - A: BEGIN;
+  - B: BEGIN;
+  - A: UPDATE jobs SET state = 'a' WHERE id = 1;
+  - B: UPDATE jobs SET state = 'b' WHERE id = 1;
+    expect: {waits: false, affected: 1}
+  - A: COMMIT;
+    expect: ok
+  - S: SELECT state FROM jobs WHERE id = 1;
+    expect: {rows: [[a]]}
+  - B: SELECT state FROM jobs WHERE id = 2;
+    expect: {error: deadlock}
+  - B: SELECT state FROM jobs WHERE id = 1;
+    expect: {rows: [[a]]}
+""",
+    sessions="A: {node: 1}, B: {node: 2}, S: {node: 2, wsrep_sync_wait: 1}",
+)
+
+
+def test_a_brute_force_abort_is_told_as_one_not_as_a_deadlock(tmp_path, galera, galera_cluster):
+    import json
+
+    scenario = lesson_at(tmp_path, BRUTE_FORCE_ABORT)
+    report = core.run(scenario, galera, 10.0)
+    assert not report.mismatches, report.mismatches
+    (aborted,) = [e for e in report.events if isinstance(e, ev.Completed) and e.result.error is not None]
+    assert (aborted.session, aborted.rollback, aborted.deadlock) == ("B", "brute-force abort", None)
+    done = cli("run", scenario.path, *node_dsns(galera_cluster))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (
+        "-- B@2's transaction was aborted by a conflicting write set replicated from another node "
+        "(Galera brute-force abort): its whole transaction was rolled back"
+    ) in done.stdout
+    assert "deadlock victim" not in done.stdout
+    lines = cli("run", scenario.path, "--format", "json", *node_dsns(galera_cluster)).stdout.splitlines()
+    (failed,) = [r for r in map(json.loads, lines) if r["event"] == "statement" and "error" in r]
+    assert failed["error"]["rolled_back_by"] == "brute-force abort"
+    assert not any(json.loads(line)["event"] == "deadlock" for line in lines)
+
+
+# --- the workers' reads and kills on each node ------------------------------------------------
+
+
+def test_a_workers_thread_is_seen_and_killed_on_its_own_node(galera):
+    from jobqueue_demo.engine.node_waits import on_node
+    from jobqueue_demo.workers.crew import Scratch
+
+    with Scratch(galera) as scratch:
+        scratch.prepare(3)
+        scratch.nodes.wait_for_jobs()
+        worker = galera.nodes[1].connect(database=scratch.name)
+        try:
+            on_two = on_node(2, worker.thread_id())
+            assert scratch.threads_present([on_two]) == {on_two}
+            scratch.kill_threads([on_two])
+            deadline = time.monotonic() + 10
+            while scratch.threads_present([on_two]) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert scratch.threads_present([on_two]) == set()
+            with pytest.raises(ServerError):
+                control.rows(worker, "SELECT 1")  # its own node ended it
+        finally:
+            worker.close()
+
+
+def test_workers_killed_on_a_cluster_are_watched_on_their_nodes_and_every_node_checked(galera):
+    from jobqueue_demo.workers.crew import WorkersConfig, run_workers
+
+    # Worker i is on node i mod 3 + 1: of two killed among three, one at least is not on node 1.
+    summary = run_workers(WorkersConfig(workers=3, jobs=90, work_ms=3.0, kill=2), galera)
+    assert summary.nodes == 3 and summary.nodes_agree is True
+    assert summary.killed == 2 and [w.state for w in summary.per_worker].count("killed") == 2
+    assert all(ms is not None for ms in summary.notice_ms)
+    assert summary.invariants_hold and summary.completed == 90 and summary.lost == 0
+    # Each killed worker held its claimed job, which another worker then completed.
+    assert summary.reclaimed == 2
+
+
+def test_each_cause_of_a_1213_has_its_own_note():  # no cluster needed: the note for each cause
+    from jobqueue_demo.engine.result import Result, SqlError
+    from jobqueue_demo.render.transcript import event_lines
+
+    error = Result(error=SqlError(mysql_errors.ER_LOCK_DEADLOCK, "40001", "Deadlock found"))
+    notes = {}
+    for cause in (None, "deadlock", "certification failure", "brute-force abort"):
+        event = ev.Completed(0, "B@2", "COMMIT;", None, error, 0.0, rollback=cause)
+        notes[cause] = [line.text for line in event_lines(event)][-1]
+    assert notes[None] == notes["deadlock"] == "-- B@2 was chosen as the deadlock victim: its whole transaction was rolled back"
+    assert notes["certification failure"].startswith("-- B@2's write set failed certification")
+    assert notes["brute-force abort"].startswith("-- B@2's transaction was aborted by a conflicting write set")

@@ -16,6 +16,7 @@ RARE = (
     "jobqueue_demo.run.chain",
     "jobqueue_demo.run.stuck",
     "jobqueue_demo.engine.snapshot",
+    "jobqueue_demo.engine.galera",  # a Galera cluster's paths only
     "jobqueue_demo.render.columns",
     "socket",
     # Other commands: main.py imports only the module of the command asked for.

@@ -82,8 +82,8 @@ def workers_command(
 
     With --cluster N the workers are spread over a private N-node Galera cluster (worker i on
     node i mod N + 1), every node is checked, and the same workers then run on node 1 only
-    and on a single server, for the throughput, certification failures and effects run twice
-    of each.
+    and on a single server, for the throughput, the transactions rolled back with ERROR 1213
+    and the effects run twice of each. --kill kills workers on any node, each watched on its own.
     """
     config = api.workers_config(
         strategy=strategy, isolation=isolation, workers=workers, jobs=jobs, batch=batch, work_ms=work_ms, kill=kill,

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from .control import text
+from .node_waits import names_on, split
 from .waits import THREAD_ID
 
 SECTION = re.compile(r"^-+\nLATEST DETECTED DEADLOCK\n-+\n(.*?)(?=^-+\n[A-Z][A-Z /]*\n-+\n|\Z)", re.MULTILINE | re.DOTALL)
@@ -113,6 +114,10 @@ class DeadlockCycle:
 
     def named(self, sessions: Mapping[int, str]) -> DeadlockCycle:
         return replace(self, parties=tuple(replace(p, session=sessions.get(p.thread_id, "")) for p in self.parties))
+
+    def renamed(self, names: Mapping[str, str]) -> DeadlockCycle:
+        """Its sessions as `names` calls them (a transcript's `A@1`)."""
+        return replace(self, parties=tuple(replace(p, session=names.get(p.session, p.session)) for p in self.parties))
 
 
 def latest_deadlock(status: str, key_types: Mapping[tuple[str, str], str] | None = None) -> DeadlockCycle | None:
@@ -251,12 +256,15 @@ def _key(hexed: str | None, column_type: str) -> str:
 def read_deadlock(monitor, database: str, sessions: Mapping[int, str], victim: int) -> DeadlockCycle | None:
     """The deadlock that just rolled back thread `victim`, its parties named by `sessions`
     (thread id -> session); None when the server's latest deadlock is another one (on a
-    shared server, another client's) or its text cannot be read."""
+    shared server, another client's) or its text cannot be read. On a cluster it is read on
+    the victim's node, whose own thread ids the cycle's parties then carry."""
+    node, thread_id = split(victim)
+    monitor = dict(monitor.by_node())[node]
     rows = monitor.rows("SHOW ENGINE INNODB STATUS")
     found = latest_deadlock(text(rows[0][2]) if rows else "", _key_types(monitor, database))
-    if found is None or found.party(found.victim) is None or found.party(found.victim).thread_id != victim:
+    if found is None or found.party(found.victim) is None or found.party(found.victim).thread_id != thread_id:
         return None
-    return found.named(sessions)
+    return found.named(names_on(node, sessions))
 
 
 def _key_types(monitor, database: str) -> dict[tuple[str, str], str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from .control import text as control_text
+from .node_waits import names_on, on_node
 from .scratch import literal
 from .waits import WaitMonitor, metadata_lock_info_active, transaction_blocks
 
@@ -18,22 +19,35 @@ COLUMNS = ("session", "table", "index", "mode", "record", "status")
 
 
 def lock_table(monitor: WaitMonitor, schema: str, names: dict[int, str]):
-    """(columns, rows, note) for the sessions named in `names` (thread id -> session)."""
-    if monitor.mysql:
-        rows = _mysql_row_locks(monitor, names) + _mysql_metadata_locks(monitor, schema, names)
-        note = "every InnoDB and metadata lock, from performance_schema"
-    else:
-        rows = _mariadb_row_locks(monitor, names)
-        rows += _mariadb_trx_summary(monitor, names)
-        mdl = _mariadb_metadata_locks(monitor, schema, names)
-        rows += mdl or []
-        note = (
-            "MariaDB lists InnoDB row locks only while someone waits for them; other rows show "
-            "each transaction's count of locked rows"
-        )
-        if mdl is None:
-            note += "; metadata locks are not visible without the metadata_lock_info plugin"
+    """(columns, rows, note) for the sessions named in `names` (thread id -> session), each
+    read on its own node of a cluster."""
+    rows: list[tuple] = []
+    note = ""
+    for node, one in monitor.by_node():
+        local = names_on(node, names)
+        if local:
+            found, note = _node_lock_table(one, schema, local)
+            rows += found
     return COLUMNS, tuple(sorted(rows, key=lambda r: (r[0], r[1] or "", r[4] or ""))), note
+
+
+def _node_lock_table(monitor: WaitMonitor, schema: str, names: dict[int, str]) -> tuple[list[tuple], str]:
+    if monitor.mysql:
+        return (
+            _mysql_row_locks(monitor, names) + _mysql_metadata_locks(monitor, schema, names),
+            "every InnoDB and metadata lock, from performance_schema",
+        )
+    rows = _mariadb_row_locks(monitor, names)
+    rows += _mariadb_trx_summary(monitor, names)
+    mdl = _mariadb_metadata_locks(monitor, schema, names)
+    rows += mdl or []
+    note = (
+        "MariaDB lists InnoDB row locks only while someone waits for them; other rows show "
+        "each transaction's count of locked rows"
+    )
+    if mdl is None:
+        note += "; metadata locks are not visible without the metadata_lock_info plugin"
+    return rows, note
 
 
 def _ids(names: dict[int, str]) -> str:
@@ -107,7 +121,8 @@ ROW_LOCKS = re.compile(r"(\d+) row lock\(s\)")
 
 
 def record_locks_held(monitor: WaitMonitor) -> dict[int, int]:
-    """Thread id -> the index records its transaction has locked, for transactions holding any.
+    """Thread id -> the index records its transaction has locked, for transactions holding
+    any, on every node of a cluster (the run's ids: node_waits.py).
 
     InnoDB counts them per transaction (INNODB_TRX.trx_rows_locked, and the "N row lock(s)"
     line of SHOW ENGINE INNODB STATUS). The status text is built on every call, while
@@ -117,10 +132,11 @@ def record_locks_held(monitor: WaitMonitor) -> dict[int, int]:
     and the primary key counts twice, and the next-key lock past the last entry (the
     supremum) counts too.
     """
-    rows = monitor.rows("SHOW ENGINE INNODB STATUS")
     out = {}
-    for thread, block in transaction_blocks(control_text(rows[0][2]) if rows else ""):
-        count = ROW_LOCKS.search(block)
-        if count:
-            out[thread] = int(count.group(1))
+    for node, one in monitor.by_node():
+        rows = one.rows("SHOW ENGINE INNODB STATUS")
+        for thread, block in transaction_blocks(control_text(rows[0][2]) if rows else ""):
+            count = ROW_LOCKS.search(block)
+            if count:
+                out[on_node(node, thread)] = int(count.group(1))
     return out

@@ -90,3 +90,8 @@ class MySqlQueue(QueueEngine):
         from .lock_waits import row_lock_waits
 
         return row_lock_waits(scratch, session_ids)
+
+    def on_nodes(self, server, database: str):
+        from .galera_queue import QueueNodes
+
+        return QueueNodes(self, server, database)

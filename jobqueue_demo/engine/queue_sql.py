@@ -132,3 +132,8 @@ class QueueEngine:
     def lock_waits(self, scratch, session_ids: list[int]) -> list[tuple[tuple, str | None]]:
         """Each lock wait of `session_ids`, in the row form engine/lock_waits.py documents."""
         raise NotImplementedError
+
+    def on_nodes(self, server, database: str):
+        """The queue on each node of a cluster (galera_queue.QueueNodes): its counters, the
+        workers' threads by node, and what each node holds at the end."""
+        raise NotImplementedError

@@ -108,6 +108,10 @@ class WaitMonitor:
             self._innodb_is_read = time.monotonic()
         return found
 
+    def by_node(self) -> tuple[tuple[int, WaitMonitor], ...]:
+        """Each node's monitor with its number: one server is node 1 (node_waits.py has a cluster's)."""
+        return ((1, self),)
+
     def fresh_rows(self, sql: str) -> tuple:
         """Read InnoDB's cached tables after leaving the cache alone long enough to refresh."""
         self._innodb_is_read = time.monotonic()

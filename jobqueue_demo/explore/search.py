@@ -37,6 +37,12 @@ OUTSIDE_ACTIONS = frozenset({"kill", "disconnect", "kill-query", "wait"})
 OK, VIOLATED, DEADLOCK, ERROR, STUCK, DIVERGED = "ok", "violated", "deadlock", "error", "stuck", "diverged"
 # A schedule's outcome is its worst finding, in this order.
 SEVERITY = (STUCK, DIVERGED, VIOLATED, DEADLOCK, ERROR)
+# A 1213 on a Galera node that was no deadlock, as a finding says it (run/events.py's
+# Completed.rollback); counted with the deadlocks, the class of the error they share.
+ROLLED_BACK = {
+    "certification failure": "failed certification",
+    "brute-force abort": "aborted by a write set replicated from another node (brute-force abort)",
+}
 OUTCOMES = (OK, VIOLATED, DEADLOCK, ERROR, STUCK, DIVERGED)
 # How long a wait must last to hold a session back (see RunOptions.confirm_s).
 CONFIRM_WAIT_S = 0.005
@@ -115,7 +121,7 @@ class Execution:
                 error = event.result.error
                 where = f"{event.session} at line {self.lines.get(event.index, '?')}"
                 if error.error_class == "deadlock":
-                    out.append((DEADLOCK, f"{where} chosen as the victim"))
+                    out.append((DEADLOCK, f"{where} {ROLLED_BACK.get(event.rollback, 'chosen as the victim')}"))
                 else:
                     out.append((ERROR, f"ERROR {error.code} for {where}"))
         return list(dict.fromkeys(out))

@@ -218,7 +218,7 @@ def completed_lines(event: ev.Completed, width: int) -> list[Line]:
     result = event.result
     if result.is_rows and result.error is None:
         return head + rows_lines(event.session, result.columns, result.numeric, result.rows, width, result.omitted)
-    return head + result_lines(event.session, event.sql, result) + deadlock_lines(event)
+    return head + result_lines(event.session, event.sql, result, event.rollback) + deadlock_lines(event)
 
 
 def cell_width(sessions: int, width: int, glyphs: Glyphs) -> int:

@@ -3,8 +3,10 @@
 Every object has `event`; times are `time_ms`, milliseconds since the run started, and steps
 are numbered from 1 as `verify` numbers them. A statement that waited on a lock gives a
 `wait_start` when the wait is seen and a `wait_end` just before its `statement` result. A
-deadlock victim's `statement` is followed by a `deadlock` (the cycle the server broke), and a
-run that cannot go on ends with a `stuck` (the whole waits-for chain).
+deadlock victim's `statement` is followed by a `deadlock` (the cycle the server broke); on a
+Galera node, a 1213's `error` says what it was in `rolled_back_by` (`deadlock`, `certification
+failure` or `brute-force abort`, from the node's counters), and only a deadlock has a cycle.
+A run that cannot go on ends with a `stuck` (the whole waits-for chain).
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ def records(event) -> list[dict]:
 def _completed(event: ev.Completed) -> list[dict]:
     base = {"time_ms": _ms(event.at_ms), "step": event.index + 1, "session": event.session}
     statement = {"event": "statement", **base, "statement": event.sql, **result_record(event.result)}
+    if event.rollback is not None:
+        statement["error"]["rolled_back_by"] = event.rollback
     cycle = [_deadlock(event)] if event.deadlock else []
     if event.waited_ms is None:
         return [statement, *cycle]

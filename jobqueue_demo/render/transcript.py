@@ -15,8 +15,6 @@ from .table import format_table
 # where it says something, as the seed transcript does.
 COUNTED = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE|LOAD)\b", re.IGNORECASE)
 
-COMMIT = re.compile(r"^\s*COMMIT\b", re.IGNORECASE)
-
 SQL, RESULT, NOTE, NARRATION = "sql", "result", "note", "narration"
 
 
@@ -30,13 +28,22 @@ class Line:
 
 
 def prompted(event, prompts: dict[str, str]):
-    """The event with its session (and blockers) named as the prompt shows them, e.g. `A@1`."""
+    """The event with every session it names (its own, blockers, a deadlock's parties, a
+    stuck chain, a lock table's rows) named as the prompt shows them, e.g. `A@1`."""
+    if all(name == prompt for name, prompt in prompts.items()):
+        return event
+    if isinstance(event, ev.Stuck):
+        return replace(event, chain=event.chain.renamed(prompts))
+    if isinstance(event, ev.LocksShown):
+        return replace(event, rows=tuple((prompts.get(r[0], r[0]), *r[1:]) for r in event.rows))
     session = getattr(event, "session", None)
-    if session not in prompts or prompts[session] == session:
+    if session not in prompts:
         return event
     changes = {"session": prompts[session]}
     if getattr(event, "blockers", None):
         changes["blockers"] = tuple(prompts.get(b, b) for b in event.blockers)
+    if getattr(event, "deadlock", None) is not None:
+        changes["deadlock"] = event.deadlock.renamed(prompts)
     return replace(event, **changes)
 
 
@@ -48,9 +55,10 @@ def statement_lines(session: str, sql: str, trailer: str | None = None) -> list[
     return [Line(t, session, SQL) for t in lines]
 
 
-def result_lines(session: str, sql: str, result: Result) -> list[Line]:
+def result_lines(session: str, sql: str, result: Result, rollback: str | None = None) -> list[Line]:
+    """`rollback`: on a cluster node, what a 1213 was (run/events.py's Completed.rollback)."""
     if result.error is not None:
-        return [Line(str(result.error), session, RESULT), *_error_notes(session, result, sql)]
+        return [Line(str(result.error), session, RESULT), *_error_notes(session, result, rollback)]
     if result.is_rows:
         table = format_table(result.columns, result.numeric, result.rows, result.omitted)
         return [Line(t, session, RESULT) for t in table.split("\n")]
@@ -66,12 +74,20 @@ def query_ok(sql: str, result: Result) -> str:
     return text
 
 
-def _error_notes(session: str, result: Result, sql: str) -> list[Line]:
+# What a Galera node told a 1213 to be, when it was not a deadlock (engine/galera.py's causes).
+ROLLBACK_NOTES = {
+    "certification failure": "-- {s}'s write set failed certification against one committed first: its whole transaction was rolled back",
+    "brute-force abort": (
+        "-- {s}'s transaction was aborted by a conflicting write set replicated from another node "
+        "(Galera brute-force abort): its whole transaction was rolled back"
+    ),
+}
+
+
+def _error_notes(session: str, result: Result, rollback: str | None) -> list[Line]:
     errno = result.error.errno
-    # One server reports a deadlock while a statement waits, never at COMMIT; Galera reports
-    # a lost certification there with the same error.
-    if errno == mysql_errors.ER_LOCK_DEADLOCK and COMMIT.match(sql):
-        text = f"-- {session}'s write set failed certification against one committed first: its whole transaction was rolled back"
+    if rollback in ROLLBACK_NOTES:
+        text = ROLLBACK_NOTES[rollback].format(s=session)
     elif result.error.error_class == "deadlock":
         text = f"-- {session} was chosen as the deadlock victim: its whole transaction was rolled back"
     elif errno == mysql_errors.ER_LOCK_WAIT_TIMEOUT:
@@ -100,7 +116,7 @@ def event_lines(event) -> list[Line]:
             head = [Line(f"{event.session}> <... completed after {event.waited_ms:.0f} ms>", event.session, SQL)]
         else:
             head = statement_lines(event.session, event.sql, event.comment)
-        return head + result_lines(event.session, event.sql, event.result) + deadlock_lines(event)
+        return head + result_lines(event.session, event.sql, event.result, event.rollback) + deadlock_lines(event)
     if isinstance(event, ev.Waiting):
         return statement_lines(event.session, event.sql, _comment(event.comment, wait_phrase(event)))
     if isinstance(event, ev.Narrated):

@@ -9,7 +9,7 @@ session through every blocker to the sessions that wait for nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 IDLE_IN_TRANSACTION = "idle in a transaction"
 IDLE = "idle"
@@ -58,6 +58,15 @@ class WaitChain:
     links: tuple[Link, ...]  # each waiting session once, in the order followed
     holders: tuple[Holder, ...]
     cycle: bool = False  # a waiter reached again: the server did not break this cycle
+
+    def renamed(self, names: Mapping[str, str]) -> WaitChain:
+        """Its sessions as `names` calls them (a transcript's `A@1`)."""
+        links = tuple(
+            replace(k, session=names.get(k.session, k.session), blockers=tuple(names.get(b, b) for b in k.blockers))
+            for k in self.links
+        )
+        holders = tuple(replace(h, session=names.get(h.session, h.session)) for h in self.holders)
+        return replace(self, links=links, holders=holders)
 
     def lines(self) -> list[str]:
         """One line per waiting session, then one per session at the end of the chain."""

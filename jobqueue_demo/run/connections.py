@@ -10,7 +10,6 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..engine import control  # a Galera cluster's own status (MariaDB only)
 from ..engine.server import ServerInfo
 from ..engine.session import Session
 from ..engine.node_waits import NodeWaits, on_node, split
@@ -18,8 +17,6 @@ from ..engine.waits import WaitMonitor
 from ..errors import ScenarioError, ServerError, UsageError
 from ..scenario.model import Scenario, SessionSpec
 from .settle import POLL_FIRST_S, POLL_MAX_S
-
-CATCH_UP_TIMEOUT_S = 30.0
 
 if TYPE_CHECKING:  # explore's resets only: imported where they are made, off run's start-up
     from ..engine.snapshot import Survey, TableSnapshot
@@ -52,6 +49,8 @@ class Connections:
         # A cluster's other nodes number their threads themselves: a session there is
         # killed from a control connection to its own node, opened when first needed.
         self._node_controls: dict[int, object] = {}
+        # On a cluster, why a session's transaction was rolled back with ERROR 1213.
+        self._causes = _galera().RollbackCauses() if server.nodes else None
 
     def open(self) -> None:
         self.scratch.open()
@@ -67,6 +66,7 @@ class Connections:
             self._check_replicable()
         for spec in self.scenario.sessions:
             self.sessions[spec.name] = self._connect(spec)
+        self._mark_causes()
 
     def recreate_database(self) -> None:
         """Drop the scratch database and build it again from the setup; sessions must be idle."""
@@ -88,7 +88,7 @@ class Connections:
         if self.server.nodes:
             # Node 1 first applies what the other nodes committed: the invariants read it, and
             # a reset running beside a late write set would be rolled back by it (ERROR 1213).
-            _catch_up(self.control, self._cluster_seqno())
+            _galera().catch_up(self.control, self._cluster_seqno())
         self.end_orphans()
         for name, session in list(self.sessions.items()):
             if session.busy and not session.closed:
@@ -99,25 +99,62 @@ class Connections:
             session.close()  # killed by a fault step: the server has already ended it
             self.sessions[name] = self._connect(self.specs[name])
 
+    def _mark_causes(self) -> None:
+        """What each session's node has counted before the run is none of its rollbacks."""
+        if self._causes is not None:
+            for node in self._session_nodes():
+                self._causes.mark(node, self._control_of(node))
+
+    def rollback_cause(self, session: Session) -> str | None:
+        """On a cluster, what rolled back the session's transaction with ERROR 1213 (a
+        deadlock, a lost certification or a brute-force abort: engine/galera.py), read on its
+        node; None on one server."""
+        if self._causes is None:
+            return None
+        node, _ = split(session.thread_id)
+        return self._causes.cause(node, self._control_of(node))
+
     def catch_up(self) -> None:
         """On a cluster, every session's node applies what node 1 committed (explore's reset),
         so the next schedule starts from the same rows on every node."""
         nodes = self._nodes()
         if not nodes:
             return
-        seqno = _last_committed(self.control)
+        galera = _galera()
+        seqno = galera.last_committed(self.control)
         for node in nodes:
-            _catch_up(self._control_of(node), seqno)
+            galera.catch_up(self._control_of(node), seqno)
+
+    def apply_before_commit(self, session: Session) -> None:
+        """On a cluster, let the session's node apply what the run's nodes committed so far,
+        before the session commits. Otherwise a COMMIT that conflicts with an earlier step's
+        commit on another node races that commit's replication: in most runs the node applies
+        it first and aborts the session's transaction (a brute-force abort), in some (6 of 40
+        here) the session's write set is certified first and fails certification; the same
+        error either way, but a lesson's transcript would change from run to run. A node kept
+        from applying (a table lock on it) is waited for at most the step timeout; the COMMIT
+        then meets what it meets."""
+        if self._causes is None:
+            return
+        galera = _galera()
+        node, _ = split(session.thread_id)
+        others = self._session_nodes() - {node}
+        seqno = max((galera.last_committed(self._control_of(other)) for other in others), default=0)
+        galera.applied(self._control_of(node), seqno, self.step_timeout)
 
     def _nodes(self) -> set[int]:
         """The cluster nodes other than node 1 that sessions of this run are on."""
-        return {s.node for s in self.scenario.sessions if s.node not in (None, 1)}
+        return self._session_nodes() - {1}
+
+    def _session_nodes(self) -> set[int]:
+        """The cluster nodes the sessions of this run are on (no `node`: node 1)."""
+        return {s.node or 1 for s in self.scenario.sessions}
 
     def _cluster_seqno(self) -> int:
         """The newest write set any node of the run's sessions has applied (read from the
         tool's own connections: a session whose transaction lost certification answers its
         next statement with ERROR 1213)."""
-        return max([_last_committed(self._control_of(node)) for node in self._nodes()], default=0)
+        return max([_galera().last_committed(self._control_of(node)) for node in self._nodes()], default=0)
 
     def _control_of(self, node: int):
         """The tool's own connection to a cluster node, opened when first needed."""
@@ -139,16 +176,9 @@ class Connections:
     def _check_replicable(self) -> None:
         """Galera replicates the rows of InnoDB tables with a primary key only; a lesson whose
         tables lack either would show nodes silently apart, so it is refused."""
-        found = control.rows(
-            self.control,
-            "SELECT t.TABLE_NAME, t.ENGINE FROM information_schema.TABLES t "
-            "LEFT JOIN information_schema.TABLE_CONSTRAINTS c ON c.TABLE_SCHEMA = t.TABLE_SCHEMA "
-            "AND c.TABLE_NAME = t.TABLE_NAME AND c.CONSTRAINT_TYPE = 'PRIMARY KEY' "
-            f"WHERE t.TABLE_SCHEMA = '{self.database}' AND t.TABLE_TYPE = 'BASE TABLE' "
-            "AND (t.ENGINE <> 'InnoDB' OR c.CONSTRAINT_NAME IS NULL) ORDER BY t.TABLE_NAME",
-        )
+        found = _galera().unreplicable_tables(self.control, self.database)
         if found:
-            tables = ", ".join(control.text(name) for name, _ in found)
+            tables = ", ".join(found)
             raise ScenarioError(
                 self.scenario.path, f"setup: on a Galera cluster every table needs ENGINE=InnoDB and a PRIMARY KEY: {tables}"
             )
@@ -156,12 +186,13 @@ class Connections:
     def _connect(self, spec: SessionSpec) -> Session:
         if spec.node is None:
             return self.seam.session(spec.name, self.scratch, self._settings_sql(spec), self.step_timeout)
-        # The database may not exist on this node yet: it is chosen once the node caught up.
+        # The run's user and database are made on node 1: the node applies them before the
+        # session logs in (connecting first was refused now and then: no such user yet).
+        galera = _galera()
+        galera.catch_up(self._control_of(spec.node), galera.last_committed(self.control))
         node = self.server.nodes[spec.node - 1]
         params = replace(self.scratch.session_params, host=node.host, port=node.port, unix_socket=node.unix_socket)
-        conn = params.connect(database=None, answer_timeout=self.step_timeout)
-        _catch_up(self._control_of(spec.node), _last_committed(self.control))
-        conn.select_db(self.database)
+        conn = params.connect(database=self.database, answer_timeout=self.step_timeout)
         settings = self._settings_sql(spec)
         if settings:
             conn.query(settings.encode())
@@ -254,23 +285,13 @@ class Connections:
         """Thread id -> how a transcript names it."""
         names = {s.thread_id: s.name for s in self.sessions.values()}
         names[self.seam.connection_id(self.control)] = "the control connection"
+        for node, conn in self._node_controls.items():
+            names[on_node(node, self.seam.connection_id(conn))] = "the control connection"
         return names
 
 
-def _last_committed(conn) -> int:
-    """The cluster-wide seqno of the last write set this connection's node has applied."""
-    found = control.rows(conn, "SHOW STATUS LIKE 'wsrep_last_committed'")
-    return int(control.text(found[0][1])) if found else 0
+def _galera():
+    """engine/galera.py, imported on a cluster's paths only: off a single server's start-up."""
+    from ..engine import galera
 
-
-def _catch_up(conn, seqno: int) -> None:
-    """Wait until this connection's Galera node has applied the cluster's write sets up to
-    `seqno` (wsrep_sync_wait is not used: a statement without tables skips it)."""
-    deadline = time.perf_counter() + CATCH_UP_TIMEOUT_S
-    interval = POLL_FIRST_S
-    while _last_committed(conn) < seqno:
-        if time.perf_counter() > deadline:
-            raise ServerError(f"a cluster node did not apply write set {seqno} within {CATCH_UP_TIMEOUT_S:.0f} s")
-        time.sleep(interval)
-        interval = min(interval * 2, POLL_MAX_S)
-
+    return galera

@@ -10,6 +10,7 @@ a time, asking it which sessions are blocked.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ from . import faults
 from .captures import Captures
 from .connections import Connections
 from .settle import Answered, Patience, settle
+
+# A COMMIT on a Galera node first lets the node apply what the others committed (connections.py).
+COMMIT = re.compile(r"^\s*COMMIT\b", re.IGNORECASE)
 
 if TYPE_CHECKING:  # imported where a deadlock, a stuck run or explore needs them, off run's start-up
     from ..engine.deadlock import DeadlockCycle
@@ -175,8 +179,11 @@ class Driver:
     def _statement(self, index: int, step: Statement) -> Iterator[ev.Event]:
         session = self.conns.sessions[step.session]
         if session.busy:
-            yield from self.stuck(index, f"{step.session}'s next statement cannot be sent", [session])
+            named = self.scenario.prompts[step.session]  # B@2 on a cluster, as the transcript names it
+            yield from self.stuck(index, f"{named}'s next statement cannot be sent", [session])
         sql = self.captures.substitute(step)
+        if self.server.nodes and COMMIT.match(sql):
+            self.conns.apply_before_commit(session)
         self._inflight[session.name] = (index, step, sql)
         early = session.send(sql)
         if early is not None:
@@ -207,15 +214,21 @@ class Driver:
         self.captures.keep(step, result)
         wait = self._waits.pop(session.name, None)
         blockers = wait.blockers if wait else ()
-        cycle = self._deadlock(session, result)
-        return ev.Completed(index, session.name, sql, step.comment, result, self.now(), waited_ms, blockers, cycle)
+        cause, cycle = self._rolled_back(session, result)
+        return ev.Completed(index, session.name, sql, step.comment, result, self.now(), waited_ms, blockers, cycle, cause)
 
-    def _deadlock(self, session: Session, result) -> DeadlockCycle | None:
-        """The cycle a deadlock error broke; read only where lock holders are named (not while
-        explore classifies schedules)."""
-        if result.error is None or result.error.error_class != "deadlock" or not self.options.name_blockers:
-            return None
-        return self.server.seam.read_deadlock(self.conns.monitor, self.database, self.conns.names(), session.thread_id)
+    def _rolled_back(self, session: Session, result) -> tuple[str | None, DeadlockCycle | None]:
+        """For a deadlock error: what rolled the transaction back, on a cluster node (a
+        deadlock, a lost certification or a brute-force abort), and the cycle when it was a
+        deadlock, read only where lock holders are named (not while explore classifies schedules)."""
+        if result.error is None or result.error.error_class != "deadlock":
+            return None, None
+        from ..engine.galera import DEADLOCK
+
+        cause = self.conns.rollback_cause(session)
+        if cause not in (None, DEADLOCK) or not self.options.name_blockers:
+            return cause, None
+        return cause, self.server.seam.read_deadlock(self.conns.monitor, self.database, self.conns.names(), session.thread_id)
 
     def _waiting(self, session: Session, kind: str) -> ev.Waiting:
         session.waiting = True

@@ -69,6 +69,9 @@ class Completed:
     waited_ms: float | None = None  # set when this completes an earlier Waiting
     blockers: tuple[str, ...] = ()
     deadlock: DeadlockCycle | None = None  # the cycle a 1213 broke, as the server told it
+    # On a Galera node, what a 1213 was (engine/galera.py: "deadlock", "certification
+    # failure", "brute-force abort"), told by the node's counters; None on one server.
+    rollback: str | None = None
 
 
 @dataclass

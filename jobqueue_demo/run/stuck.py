@@ -57,8 +57,11 @@ def _fuller_lock(scene: Scene, session: Session, wait: ev.Waiting | None) -> str
 
 
 def message(scenario: Scenario, index: int, what: str, waiting: list[Session], found: chain.WaitChain) -> str:
-    sentences = [found.sentence(name) for name in chain.starts(found, [s.name for s in waiting])]
-    return f"stuck at {_where(scenario, index)}: {what}: " + "; ".join(sentences)
+    """The chain in sentences, each session named as the transcript names it (`B@2` on a cluster)."""
+    prompts = scenario.prompts
+    named = found.renamed(prompts)
+    starts = chain.starts(named, [prompts.get(s.name, s.name) for s in waiting])
+    return f"stuck at {_where(scenario, index)}: {what}: " + "; ".join(named.sentence(name) for name in starts)
 
 
 def _where(scenario: Scenario, index: int) -> str:

@@ -28,6 +28,7 @@ from . import claimers
 from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed, WorkerSpec
 from ..errors import ServerError, UsageError, WorkersStuck
 from .lifeline import RUN_PID_ENV
+from ..engine.node_waits import on_node
 from ..engine.owner import hold_for_life
 from ..engine.queue_sql import STATE_ORDERS
 from ..engine.server import ServerInfo
@@ -229,15 +230,16 @@ class Scratch:
         # The workers' SQL is the tool's own: no per-run user to confine it.
         self.database = server.seam.scratch(server, confine=False)
         self.name = self.database.name
-        self._node_conns: dict[int, object] = {}  # a cluster's nodes, for their counters
+        # On a cluster, each node's counters, the workers' threads on their nodes, each node's rows.
+        self.nodes = self.queue.on_nodes(server, self.name) if len(server.nodes) > 1 else None
 
     def __enter__(self) -> Scratch:
         self.database.open()
         return self
 
     def __exit__(self, exc_type, *exc_info: object) -> None:
-        for conn in self._node_conns.values():
-            conn.close()
+        if self.nodes is not None:
+            self.nodes.close()
         # With the server gone there is nothing left to drop; keep the first error.
         self.database.close(quiet=exc_type is not None)
 
@@ -260,20 +262,29 @@ class Scratch:
     def row_lock_waits(self) -> int | None:
         """The server's count of row lock waits (server-wide), None where the engine keeps none;
         on a cluster, summed over the nodes."""
-        if len(self.server.nodes) > 1:
-            from .cluster import row_lock_waits
-
-            return row_lock_waits(self.server, self._node_conns)
+        if self.nodes is not None:
+            return self.nodes.lock_wait_count()
         return self.queue.lock_wait_count(self.database)
 
     def threads_present(self, thread_ids: list[int]) -> set[int]:
+        """Which workers' threads the server still lists; on a cluster each on its own node."""
+        if self.nodes is not None:
+            return self.nodes.sessions_present(thread_ids)
         return self.queue.sessions_present(self.database, thread_ids)
 
     def kill_threads(self, thread_ids: list[int]) -> None:
         """End the workers' server sessions so none holds a lock that DROP DATABASE waits for."""
         for thread in thread_ids:
             with contextlib.suppress(ServerError):  # already gone
-                self.execute(self.server.dialect.kill_connection(thread))
+                if self.nodes is not None:
+                    self.nodes.kill(thread)
+                else:
+                    self.execute(self.server.dialect.kill_connection(thread))
+
+    def settle(self) -> None:
+        """On a cluster, node 1 (where the checks read) applies what every node committed."""
+        if self.nodes is not None:
+            self.nodes.settle()
 
 
 @dataclass(frozen=True)
@@ -345,10 +356,11 @@ def _context():
 class Crew:
     """The worker processes of one run and their shared memory."""
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, nodes: int = 1):
         ctx = _context()
         self.ctx = ctx
         self.size = workers
+        self.nodes = nodes  # worker i talks to node i mod nodes + 1
         self.shared = Shared(
             counters=ctx.RawArray("q", workers * claimers.N_FIELDS),
             last_commit=ctx.RawArray("d", workers),
@@ -390,10 +402,14 @@ class Crew:
     def total(self, which: Field) -> int:
         return sum(self.counter(i, which) for i in range(self.size))
 
-    def thread_ids(self, nodes: int = 1) -> list[int]:
-        """The workers' server threads; on a cluster of `nodes`, node 1's only (worker i is on
-        node i mod N + 1), since another node's thread ids name other threads on node 1."""
-        return [t for t in (self.counter(i, Field.THREAD_ID) for i in range(0, self.size, nodes)) if t]
+    def thread_id(self, index: int) -> int:
+        """The worker's server thread (0 before it connects); on a cluster, an id that carries
+        its node (node_waits.on_node), since each node numbers its threads itself."""
+        thread = self.counter(index, Field.THREAD_ID)
+        return on_node(index % self.nodes + 1, thread) if thread else 0
+
+    def thread_ids(self) -> list[int]:
+        return [t for t in map(self.thread_id, range(self.size)) if t]
 
     @property
     def running(self) -> bool:
@@ -436,8 +452,7 @@ class Crew:
                 return None
             held = self.counter(index, Field.HELD)
             start = index * MAX_BATCH
-            thread = self.counter(index, Field.THREAD_ID)
-            kill = Kill(index, thread, time.monotonic(), tuple(self.shared.held[start : start + held]))
+            kill = Kill(index, self.thread_id(index), time.monotonic(), tuple(self.shared.held[start : start + held]))
             os.kill(self.processes[index].pid, signal.SIGKILL)
             self.processes[index].join()
             self.states[index] = "killed"
@@ -527,26 +542,24 @@ def run_workers(config: WorkersConfig, server: ServerInfo, on_progress: Progress
     `config.stall_s`.
     """
     validate(config)
-    if config.kill and len(server.nodes) > 1:
-        raise UsageError("--kill watches the killed worker's thread on one server: leave it out with --cluster")
     with Scratch(server) as scratch:
         scratch.prepare(config.jobs, config.state_order)
-        crew = Crew(config.workers)
+        crew = Crew(config.workers, max(1, len(server.nodes)))
         try:
-            if len(server.nodes) > 1:
+            if scratch.nodes is not None:
                 return _on_nodes(config, server, scratch, crew, on_progress)
             return _run(config, server, scratch, crew, on_progress)
         finally:
             crew.stop()
-            scratch.kill_threads(crew.thread_ids(max(1, len(server.nodes))))
+            scratch.kill_threads(crew.thread_ids())
 
 
 def _on_nodes(config: WorkersConfig, server: ServerInfo, scratch: Scratch, crew: Crew, on_progress) -> WorkersSummary:
-    from .cluster import agree, catch_up, node_states
+    from .cluster import agree
 
-    catch_up(server, scratch.name)
+    scratch.nodes.wait_for_jobs()
     summary = _run(config, server, scratch, crew, on_progress)
-    return replace(summary, nodes=len(server.nodes), nodes_agree=agree(node_states(server, scratch.name)))
+    return replace(summary, nodes=len(server.nodes), nodes_agree=agree(scratch.nodes.states()))
 
 
 def _run(config: WorkersConfig, server: ServerInfo, scratch: Scratch, crew: Crew, on_progress) -> WorkersSummary:
@@ -557,6 +570,7 @@ def _run(config: WorkersConfig, server: ServerInfo, scratch: Scratch, crew: Crew
     started = crew.go()
     _supervise(crew, scratch, killer, _Watch(config, started, waits_before, on_progress))
     killer.wait_for_notice(scratch)
+    scratch.settle()
     ended = max(crew.shared.last_commit, default=started)
     waits = _waits_since(scratch, waits_before)
     return _summary(config, server, crew, check(scratch, killer.kills), killer.kills, max(ended - started, 1e-9), waits)
