@@ -20,7 +20,7 @@ COMMIT = re.compile(r"^\s*COMMIT\b", re.IGNORECASE)
 SQL, RESULT, NOTE, NARRATION = "sql", "result", "note", "narration"
 
 
-@dataclass(frozen=True)
+@dataclass
 class Line:
     """One line of a transcript: its text, whose it is (None: the lesson's), and what kind."""
 
