@@ -31,7 +31,9 @@ RARE = (
     # The other engine: a MariaDB run reads a DSN's scheme without PostgreSQL's modules.
     "jobqueue_demo.engine.pg_server",
     "jobqueue_demo.engine.pg_session",
-    # The embedded server's template (engine/server.py), colour (render/color.py).
+    # The embedded server, on a run with --dsn (engine/embedded.py), and its template's json;
+    # colour (render/color.py).
+    "jobqueue_demo.engine.embedded",
     "json",
     "rich",
 )

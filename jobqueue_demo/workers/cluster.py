@@ -13,7 +13,8 @@ from contextlib import closing
 from dataclasses import dataclass, replace
 
 from ..engine import control
-from ..engine.server import ServerInfo, embedded_with
+from ..engine.embedded import embedded_with
+from ..engine.server import ServerInfo
 
 
 @dataclass(frozen=True)
