@@ -1,7 +1,8 @@
 """The seed run imports only what it uses: what a deadlock, a stuck run, explore's resets, the
 columns view or a dropped connection need is imported where it happens, the other commands'
 modules are not imported at all, and rich only when colour is on: all off every plain run's
-start-up (bench/bench_seed_vs_mysqltest.py measures the time)."""
+start-up (bench/bench_seed_vs_mysqltest.py measures the time). And the dataclasses it defines
+are the cheap kind (docs/architecture.md, Start-up)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,33 @@ def test_the_seed_run_leaves_the_rare_paths_unimported(embedded):
     loaded = seed_run_modules(embedded)
     assert "jobqueue_demo.run.driver" in loaded
     assert [m for m in RARE if m in loaded] == []
+
+
+# Each dataclass of the seed run's modules, with what makes it dear to define: frozen (three more
+# methods compiled from source), or no docstring (dataclass makes one with inspect.signature).
+DEAR_DATACLASSES = """
+import dataclasses, inspect, sys
+from jobqueue_demo.cli.main import entry
+sys.argv = ["jobqueue-demo", "run", sys.argv[1], "--dsn", sys.argv[2]]
+try:
+    entry()
+except SystemExit as e:
+    assert not e.code, e.code
+for name, module in sorted(sys.modules.items()):
+    for cls in vars(module).values() if name.startswith("jobqueue_demo") else ():
+        if inspect.isclass(cls) and cls.__module__ == name and dataclasses.is_dataclass(cls):
+            if cls.__dataclass_params__.frozen:
+                print(f"{name}.{cls.__qualname__} frozen", file=sys.stderr)
+            if cls.__doc__.startswith(cls.__name__ + "("):
+                print(f"{name}.{cls.__qualname__} without a docstring", file=sys.stderr)
+"""
+
+
+def test_the_seed_run_defines_no_frozen_or_undocumented_dataclass(embedded):
+    seed = str(ROOT / "scenarios" / "skip-locked.yaml")
+    done = subprocess.run([sys.executable, "-c", DEAR_DATACLASSES, seed, dsn_of(embedded)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-600:]
+    assert done.stderr.splitlines() == []
 
 
 def test_rich_paints_the_transcript_when_colour_is_on(embedded):
