@@ -38,7 +38,8 @@ RARE = (
     "json",
     "rich",
 )
-SCRIPT = """
+# A piped seed run, then what is asked of the process it leaves (printed to standard error).
+SEED_RUN = """
 import sys
 from jobqueue_demo.cli.main import entry
 sys.argv = ["jobqueue-demo", "run", sys.argv[1], "--dsn", sys.argv[2]]
@@ -46,36 +47,14 @@ try:
     entry()
 except SystemExit as e:
     assert not e.code, e.code
+"""
+MODULES = """
 print(" ".join(sorted(sys.modules)), file=sys.stderr)
 """
-
-
-def seed_run_modules(server, **env: str) -> set[str]:
-    """The modules a piped seed run has imported when it ends."""
-    seed = str(ROOT / "scenarios" / "skip-locked.yaml")
-    full = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR")}
-    full.update(env)
-    done = subprocess.run([sys.executable, "-c", SCRIPT, seed, dsn_of(server)], capture_output=True, text=True, env=full)
-    assert done.returncode == 0, done.stderr[-600:]
-    return set(done.stderr.split())
-
-
-def test_the_seed_run_leaves_the_rare_paths_unimported(embedded):
-    loaded = seed_run_modules(embedded)
-    assert "jobqueue_demo.run.driver" in loaded
-    assert [m for m in RARE if m in loaded] == []
-
-
 # Each dataclass of the seed run's modules, with what makes it dear to define: frozen (three more
 # methods compiled from source), or no docstring (dataclass makes one with inspect.signature).
 DEAR_DATACLASSES = """
-import dataclasses, inspect, sys
-from jobqueue_demo.cli.main import entry
-sys.argv = ["jobqueue-demo", "run", sys.argv[1], "--dsn", sys.argv[2]]
-try:
-    entry()
-except SystemExit as e:
-    assert not e.code, e.code
+import dataclasses, inspect
 for name, module in sorted(sys.modules.items()):
     for cls in vars(module).values() if name.startswith("jobqueue_demo") else ():
         if inspect.isclass(cls) and cls.__module__ == name and dataclasses.is_dataclass(cls):
@@ -86,11 +65,31 @@ for name, module in sorted(sys.modules.items()):
 """
 
 
-def test_the_seed_run_defines_no_frozen_or_undocumented_dataclass(embedded):
+def after_seed_run(server, report: str, **env: str) -> str:
+    """What `report` prints in the process of a seed run, after the run."""
     seed = str(ROOT / "scenarios" / "skip-locked.yaml")
-    done = subprocess.run([sys.executable, "-c", DEAR_DATACLASSES, seed, dsn_of(embedded)], capture_output=True, text=True)
+    full = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR")}
+    full.update(env)
+    done = subprocess.run(
+        [sys.executable, "-c", SEED_RUN + report, seed, dsn_of(server)], capture_output=True, text=True, env=full
+    )
     assert done.returncode == 0, done.stderr[-600:]
-    assert done.stderr.splitlines() == []
+    return done.stderr
+
+
+def seed_run_modules(server, **env: str) -> set[str]:
+    """The modules a piped seed run has imported when it ends."""
+    return set(after_seed_run(server, MODULES, **env).split())
+
+
+def test_the_seed_run_leaves_the_rare_paths_unimported(embedded):
+    loaded = seed_run_modules(embedded)
+    assert "jobqueue_demo.run.driver" in loaded
+    assert [m for m in RARE if m in loaded] == []
+
+
+def test_the_seed_run_defines_no_frozen_or_undocumented_dataclass(embedded):
+    assert after_seed_run(embedded, DEAR_DATACLASSES).splitlines() == []
 
 
 def test_rich_paints_the_transcript_when_colour_is_on(embedded):
