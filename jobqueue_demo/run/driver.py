@@ -24,7 +24,7 @@ from . import events as ev
 from . import faults
 from .captures import Captures
 from .connections import Connections
-from .settle import Answered, Patience, settle
+from .settle import Answered, settle
 
 if TYPE_CHECKING:  # imported where a deadlock, a stuck run or explore needs them, off run's start-up
     from ..engine.deadlock import DeadlockCycle
@@ -99,7 +99,6 @@ class Driver:
         self.database = self.conns.database
         self.footprint = None
         self.captures = Captures(scenario.session_names)
-        self.patience = Patience(options.step_timeout, options.confirm_s)
         self.started = 0.0
         self._inflight: dict[str, tuple[int, Statement, str]] = {}
         self._waits: dict[str, ev.Waiting] = {}
@@ -187,7 +186,7 @@ class Driver:
 
     def settle(self, lead: Session | None = None) -> Iterator[ev.Event]:
         """Until every statement in flight has answered or is seen waiting (settle.py)."""
-        for verdict in settle(self.conns.sessions, self.conns.monitor, self.patience, lead):
+        for verdict in settle(self.conns.sessions, self.conns.monitor, self.options, lead):
             if isinstance(verdict, Answered):
                 yield self.completion(verdict.session)
             else:
