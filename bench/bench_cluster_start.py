@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobqueue_demo.engine.cluster import TEMPLATE_SUFFIX, EmbeddedCluster  # noqa: E402
-from jobqueue_demo.engine.server import EmbeddedServer, cache_root, find_server_binary  # noqa: E402
+from jobqueue_demo.engine.embedded import EmbeddedServer, cache_root, find_server_binary  # noqa: E402
 
 
 def timed(make) -> float:

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobqueue_demo.engine.pg_server import EmbeddedPostgres  # noqa: E402
-from jobqueue_demo.engine.server import EmbeddedServer  # noqa: E402
+from jobqueue_demo.engine.embedded import EmbeddedServer  # noqa: E402
 
 
 def timed(server) -> tuple[float, float]:

@@ -124,7 +124,8 @@ def cleanup(dsn: str | None, dry_run: bool, cache: bool):
     one Sweep (engine/leftovers.py) of them all."""
     from .engine.leftovers import Sweep, sweep_cache, sweep_dirs
     from .engine.seam import seam_of_dsn
-    from .engine.server import DSN_ENV, cache_root
+    from .engine.embedded import cache_root
+    from .engine.server import DSN_ENV
 
     sweeps = [sweep_dirs(dry_run)]
     dsn = dsn or os.environ.get(DSN_ENV) or None

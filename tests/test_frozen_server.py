@@ -18,7 +18,7 @@ STEP_TIMEOUT_S = 3
 
 @pytest.fixture
 def private_server():
-    from jobqueue_demo.engine.server import EmbeddedServer
+    from jobqueue_demo.engine.embedded import EmbeddedServer
 
     server = EmbeddedServer()
     server.start()

@@ -10,7 +10,7 @@ import pytest
 from conftest import LOCAL_DSN, ROOT, cli, dsn_of, scratch_databases
 from jobqueue_demo import api as core
 from jobqueue_demo.engine import control
-from jobqueue_demo.engine import server as engine_server
+from jobqueue_demo.engine import embedded as engine_server
 from jobqueue_demo.cli.matrix import lesson_matrix
 from jobqueue_demo.errors import UsageError
 from jobqueue_demo.run.matrix import parse_axes

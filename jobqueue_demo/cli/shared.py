@@ -2,10 +2,8 @@
 commands take (defined once, as Annotated aliases) and messages to standard error.
 
 A leaf: command modules import it, it imports none of them, so main.py can import the
-command modules at its top.
+command modules at its top. Annotations are not postponed, as in run.py: typer reads them.
 """
-
-from __future__ import annotations
 
 import math
 import sys

@@ -7,7 +7,7 @@ Each copy also gets a gvwstate.dat naming all N nodes as the last primary compon
 Galera itself writes to re-form a cluster after a full outage (pc.recovery): the nodes find
 each other, see the same UUID:seqno everywhere and form the primary component with no
 bootstrap and no transfer. The process handling (PDEATHSIG, the owner marker the leftovers
-sweep reads, the atexit stop) is the embedded server's, from server.py.
+sweep reads, the atexit stop) is the embedded server's, from embedded.py.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Iterator
 
 from ..errors import ServerError, StartFailed, UsageError
 from . import control
+from . import embedded as emb
 from . import server as srv
 from .owner import hold
 
@@ -109,15 +110,15 @@ def open_cluster(size: int = 3, dsns: list[str] | None = None) -> Iterator[Clust
 # --- the cached cluster template ------------------------------------------------
 
 
-def ensure_cluster_template(binary: srv.ServerBinary, provider: Path) -> tuple[srv.Template, Path]:
+def ensure_cluster_template(binary: emb.ServerBinary, provider: Path) -> tuple[emb.Template, Path]:
     """(the plain template, a data directory holding a cluster's state), made on first use."""
-    template = srv.ensure_template(binary)
-    root = srv.cache_root()
+    template = emb.ensure_template(binary)
+    root = emb.cache_root()
     key = binary.template_key + TEMPLATE_SUFFIX
     final = root / key
     if not (final / GRASTATE).is_file():
         try:
-            with srv.locked(root / f"{key}.lock"):
+            with emb.locked(root / f"{key}.lock"):
                 if not (final / GRASTATE).is_file():
                     _build_cluster_template(binary, template, provider, final)
         except OSError as exc:
@@ -125,11 +126,11 @@ def ensure_cluster_template(binary: srv.ServerBinary, provider: Path) -> tuple[s
     return template, final
 
 
-def _build_cluster_template(binary: srv.ServerBinary, template: srv.Template, provider: Path, final: Path) -> None:
+def _build_cluster_template(binary: emb.ServerBinary, template: emb.Template, provider: Path, final: Path) -> None:
     shutil.rmtree(final, ignore_errors=True)
     # The node runs in the temporary directory, not in the cache: a socket path longer than
     # 107 bytes (a deep $XDG_CACHE_HOME) stops the server.
-    build = Path(tempfile.mkdtemp(prefix=srv.WORKDIR_PREFIX))
+    build = Path(tempfile.mkdtemp(prefix=emb.WORKDIR_PREFIX))
     owner = hold(build)  # a build killed half-way is swept like any dead run's directory
     node = Node(build / "node", 1, template.datadir, free_ports(PORTS_PER_NODE))
     staged = None
@@ -137,13 +138,13 @@ def _build_cluster_template(binary: srv.ServerBinary, template: srv.Template, pr
         node.prepare()
         # One node that founds the cluster: gcomm:// with nobody to meet.
         node.launch(binary, template, provider, "gcomm://", ("--wsrep-new-cluster",))
-        srv._wait_until_ready(node.process, node.params, node.log)
+        emb._wait_until_ready(node.process, node.params, node.log)
         # A clean shutdown (SIGTERM) writes the cluster's UUID and last seqno into grastate.dat.
         node.process.terminate()
         node.process.wait(SHUTDOWN_TIMEOUT_S)
         data = node.workdir / "data"
         if "seqno:   -1" in (data / GRASTATE).read_text():
-            raise StartFailed(f"the bootstrap node saved no seqno: {srv._summary(srv._read_log(node.log))}")
+            raise StartFailed(f"the bootstrap node saved no seqno: {emb._summary(emb._read_log(node.log))}")
         for transient in ("galera.cache", GVWSTATE):
             with contextlib.suppress(FileNotFoundError):
                 (data / transient).unlink()
@@ -156,7 +157,7 @@ def _build_cluster_template(binary: srv.ServerBinary, template: srv.Template, pr
     finally:
         if staged is not None:
             shutil.rmtree(staged, ignore_errors=True)
-        srv.remove_workdir(build, owner)
+        emb.remove_workdir(build, owner)
 
 
 # --- one node ------------------------------------------------------------------
@@ -186,11 +187,11 @@ class Node:
 
     @property
     def log(self) -> Path:
-        return self.workdir / srv.ERROR_LOG_NAME
+        return self.workdir / emb.ERROR_LOG_NAME
 
     @property
     def params(self) -> srv.ConnectParams:
-        return srv.ConnectParams(host="localhost", user="root", unix_socket=str(self.workdir / srv.SOCKET_NAME))
+        return srv.ConnectParams(host="localhost", user="root", unix_socket=str(self.workdir / emb.SOCKET_NAME))
 
     @property
     def tcp_params(self) -> srv.ConnectParams:
@@ -199,11 +200,11 @@ class Node:
     def prepare(self) -> None:
         self.workdir.mkdir()
         shutil.copytree(self.source, self.workdir / "data")
-        for sub in (srv.FILES_DIR, "tmp"):
+        for sub in (emb.FILES_DIR, "tmp"):
             (self.workdir / sub).mkdir()
 
     def launch(self, binary, template, provider: Path, address: str, extra: tuple[str, ...] = ()) -> None:
-        plain = srv._server_command(binary, template, self.workdir)
+        plain = emb._server_command(binary, template, self.workdir)
         command = [arg for arg in plain if arg != "--skip-networking"] + [
             f"--port={self.port}",
             "--bind-address=127.0.0.1",
@@ -228,11 +229,11 @@ class Node:
             "--default-storage-engine=InnoDB",
             *extra,
         ]
-        self.process = srv._launch(command, self.log)
+        self.process = emb._launch(command, self.log)
 
     def kill(self) -> None:
         if self.process is not None:
-            srv._terminate(self.process)
+            emb._terminate(self.process)
             self.process = None
 
 
@@ -244,7 +245,7 @@ def _write_view(data: Path, me: Node, nodes: list[Node]) -> None:
     )
 
 
-class EmbeddedCluster(srv.Throwaway):
+class EmbeddedCluster(emb.Throwaway):
     """`size` private Galera nodes, stopped and deleted on exit; `params` per node, node 1 first."""
 
     def __init__(self, size: int = 3) -> None:
@@ -260,10 +261,10 @@ class EmbeddedCluster(srv.Throwaway):
         return [n.params for n in self.nodes]
 
     def start(self) -> None:
-        binary = srv.find_server_binary()
+        binary = emb.find_server_binary()
         provider = find_provider()
         template, datadir = ensure_cluster_template(binary, provider)
-        srv._running.add(self)
+        emb._running.add(self)
         try:
             for attempt in range(1, START_ATTEMPTS + 1):
                 try:
@@ -282,7 +283,7 @@ class EmbeddedCluster(srv.Throwaway):
 
     def _boot(self, binary, template, provider: Path, datadir: Path) -> None:
         if self.workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix=srv.WORKDIR_PREFIX))
+            self.workdir = Path(tempfile.mkdtemp(prefix=emb.WORKDIR_PREFIX))
             self._owner = hold(self.workdir)
         ports = free_ports(PORTS_PER_NODE * self.size)
         self.nodes = [
@@ -295,7 +296,7 @@ class EmbeddedCluster(srv.Throwaway):
             _write_view(node.workdir / "data", node, self.nodes)
             node.launch(binary, template, provider, address)
         for node in self.nodes:
-            srv._wait_until_ready(node.process, node.params, node.log)
+            emb._wait_until_ready(node.process, node.params, node.log)
         self._wait_primary()
 
     def _wait_primary(self) -> None:
@@ -307,9 +308,9 @@ class EmbeddedCluster(srv.Throwaway):
                     if time.monotonic() > deadline:
                         raise StartFailed(
                             f"node{node.number} did not join a {self.size}-node cluster within "
-                            f"{JOIN_TIMEOUT_S:.0f} s: {srv._summary(srv._read_log(node.log))}"
+                            f"{JOIN_TIMEOUT_S:.0f} s: {emb._summary(emb._read_log(node.log))}"
                         )
-                    time.sleep(srv.POLL_INTERVAL_S * 5)
+                    time.sleep(emb.POLL_INTERVAL_S * 5)
             finally:
                 conn.close()
 
@@ -323,13 +324,13 @@ class EmbeddedCluster(srv.Throwaway):
     def stop(self) -> None:
         nodes, workdir = self.nodes, self.workdir
         self.nodes, self.workdir = [], None
-        srv._running.discard(self)
+        emb._running.discard(self)
         try:
             for node in nodes:
                 node.kill()
         finally:
             owner, self._owner = self._owner, None
-            srv.remove_workdir(workdir, owner)
+            emb.remove_workdir(workdir, owner)
 
 
 def _status(conn, name: str) -> str | None:

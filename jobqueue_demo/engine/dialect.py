@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-@dataclass(frozen=True)
+@dataclass
 class MySqlDialect:
+    """The SQL that differs between MariaDB and MySQL and their versions."""
+
     flavor: str  # "MariaDB" or "MySQL"
     version: str
 

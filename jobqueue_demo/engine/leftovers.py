@@ -49,6 +49,8 @@ def done(dry_run: bool) -> str:
 
 @dataclass
 class Sweep:
+    """What a sweep found, and what it could not remove (as messages)."""
+
     found: list[Found] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 

@@ -31,7 +31,8 @@ from urllib.parse import unquote
 
 from ..errors import ServerError, StartFailed, UsageError
 from .owner import hold
-from .server import ANSWER_TIMEOUT_S, die_with_parent, inode_of, is_pg_dsn, refuse_nul, run_command, split_dsn
+from .embedded import die_with_parent, inode_of, run_command
+from .server import ANSWER_TIMEOUT_S, is_pg_dsn, refuse_nul, split_dsn
 
 DSN_FORM = "postgresql://user:password@host:port/database"
 DEFAULT_PORT = 5432
@@ -266,7 +267,7 @@ def _reachable(folder: Path, identity: tuple[int, int]) -> bool:
 def rebuild_template(binaries: PgBinaries, broken: int | None) -> Path:
     """Replace the cached template whose folder had inode `broken` (a server did not start from
     it) by a fresh one; if another process has already replaced it, use theirs."""
-    from .server import cache_root, discard, locked
+    from .embedded import cache_root, discard, locked
 
     root = cache_root()
     final = root / binaries.template_key
@@ -282,7 +283,7 @@ def rebuild_template(binaries: PgBinaries, broken: int | None) -> Path:
 
 def ensure_template(binaries: PgBinaries) -> Path:
     """The cached initialised data directory for these binaries, made on first use."""
-    from .server import cache_root, locked
+    from .embedded import cache_root, locked
 
     root = cache_root()
     final = root / binaries.template_key

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True)
+# Plain, not frozen (as run/events.py): made once per statement, then only read; nothing hashes one.
+@dataclass
 class SqlError:
     """A MySQL or MariaDB error: its `code` is the error number."""
 
@@ -37,7 +38,7 @@ class SqlError:
         return name_of(self.errno)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Result:
     """A result set (columns is not None), an OK with an affected count, or an error.
 

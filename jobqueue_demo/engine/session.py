@@ -113,9 +113,10 @@ def _ms_since(started: float) -> float:
     return (time.perf_counter() - started) * 1000.0
 
 
-@dataclass
+@dataclass(eq=False)
 class Session:
-    """A named session and its connection; at most one statement in flight."""
+    """A named session and its connection; at most one statement in flight. One object per
+    connection, so compared by identity."""
 
     name: str
     conn: object

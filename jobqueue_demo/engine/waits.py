@@ -23,6 +23,8 @@ TABLE = "table lock"
 # Plain, not frozen (as run/events.py): read once where they are made, never hashed.
 @dataclass
 class WaitInfo:
+    """What a blocked session waits for, and who holds it."""
+
     kind: str  # ROW, METADATA or TABLE
     blockers: tuple[int, ...]  # thread ids holding what is waited for, when the server tells
     lock: str = ""  # e.g. "jobs PRIMARY X record (1)"
@@ -56,6 +58,8 @@ THREAD_ID = re.compile(r"(?:MySQL|MariaDB) thread id (\d+)")
 
 @dataclass
 class TrxStatus:
+    """A client's transaction, as SHOW ENGINE INNODB STATUS lists it."""
+
     active: bool
     lock_wait: bool
     waiting_for: str = ""  # e.g. "jobs PRIMARY X", from the lock it waits for

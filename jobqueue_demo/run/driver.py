@@ -25,7 +25,7 @@ from . import events as ev
 from . import faults
 from .captures import Captures
 from .connections import Connections
-from .settle import Answered, Patience, settle
+from .settle import Answered, settle
 
 # A COMMIT on a Galera node first lets the node apply what the others committed (connections.py).
 COMMIT = re.compile(r"^\s*COMMIT\b", re.IGNORECASE)
@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # imported where a deadlock, a stuck run or explore needs the
     from .chain import WaitChain
 
 
-@dataclass(frozen=True)
+@dataclass
 class RunOptions:
     """How a run waits and what it adds to its events, beyond the scenario itself."""
 
@@ -103,7 +103,6 @@ class Driver:
         self.database = self.conns.database
         self.footprint = None
         self.captures = Captures(scenario.session_names)
-        self.patience = Patience(options.step_timeout, options.confirm_s)
         self.started = 0.0
         self._inflight: dict[str, tuple[int, Statement, str]] = {}
         self._waits: dict[str, ev.Waiting] = {}
@@ -194,7 +193,7 @@ class Driver:
 
     def settle(self, lead: Session | None = None) -> Iterator[ev.Event]:
         """Until every statement in flight has answered or is seen waiting (settle.py)."""
-        for verdict in settle(self.conns.sessions, self.conns.monitor, self.patience, lead):
+        for verdict in settle(self.conns.sessions, self.conns.monitor, self.options, lead):
             if isinstance(verdict, Answered):
                 yield self.completion(verdict.session)
             else:

@@ -1,8 +1,9 @@
 """What a run produces, in the order it happened; renderers and checks consume these.
 
-Plain dataclasses, not frozen: an event is made once and only read, nothing hashes one, and
-a frozen dataclass costs twice a plain one to define, on every run's start-up
-(docs/architecture.md, Start-up)."""
+Plain dataclasses, not frozen, and compared by identity (eq=False): an event is made once and
+only read, and nothing hashes one or compares two. Each generated method is compiled from
+source when the class is defined, on every run's start-up, and a frozen dataclass costs about
+twice a plain one (docs/architecture.md, Start-up)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:  # only a deadlock or a stuck run makes these; a run without o
     from .chain import WaitChain
 
 
-@dataclass
+@dataclass(eq=False)
 class RunStarted:
     """The scratch database is ready and the first step is next."""
 
@@ -26,7 +27,7 @@ class RunStarted:
     database: str
 
 
-@dataclass
+@dataclass(eq=False)
 class StepStarting:
     """Emitted before each step runs, so an interactive view can pause on it."""
 
@@ -34,7 +35,7 @@ class StepStarting:
     step: Step
 
 
-@dataclass
+@dataclass(eq=False)
 class Narrated:
     """A narration step: the lesson's prose between statements."""
 
@@ -42,7 +43,7 @@ class Narrated:
     text: str
 
 
-@dataclass
+@dataclass(eq=False)
 class Waiting:
     """A statement the server holds on a lock; its Completed event comes later."""
 
@@ -56,7 +57,7 @@ class Waiting:
     lock: str = ""
 
 
-@dataclass
+@dataclass(eq=False)
 class Completed:
     """A statement's answer: its rows, count or error, after a wait when waited_ms is set."""
 
@@ -74,7 +75,7 @@ class Completed:
     rollback: str | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class FaultApplied:
     """A fault step done to a session (kill, disconnect, kill-query, reconnect, wait)."""
 
@@ -86,7 +87,7 @@ class FaultApplied:
     took_ms: float | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class LocksShown:
     """A `locks` step: the sessions' locks as the server lists them, and what it cannot list."""
 
@@ -96,7 +97,7 @@ class LocksShown:
     note: str
 
 
-@dataclass
+@dataclass(eq=False)
 class LocksTaken:
     """With --show-locks: the record locks a statement added to its transaction's."""
 
@@ -108,7 +109,7 @@ class LocksTaken:
     held: int  # record locks the transaction holds now
 
 
-@dataclass
+@dataclass(eq=False)
 class Stuck:
     """The schedule cannot go on; the run ends with StuckError right after this event."""
 
@@ -117,7 +118,7 @@ class Stuck:
     chain: WaitChain
 
 
-@dataclass
+@dataclass(eq=False)
 class RunFinished:
     """Every step has run and every statement has answered; the sessions close next."""
 

@@ -22,7 +22,7 @@ from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 
 from ..engine import control
-from ..engine.server import embedded_with
+from ..engine.embedded import embedded_with
 from ..errors import StartFailed, UsageError
 from ..scenario.model import ISOLATION_LEVELS, Scenario, Statement
 from . import events as ev

@@ -12,10 +12,14 @@ import select
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..engine.session import Session
 from ..engine.waits import ROW, WaitMonitor
 from ..errors import StuckError
+
+if TYPE_CHECKING:
+    from .driver import RunOptions
 
 # A lock wait is normally visible 2-5 ms after sending; polling this often keeps the
 # detection latency near the server's own, without a fixed sleep.
@@ -27,15 +31,16 @@ SKIPS_ROW_LOCKS = re.compile(r"\b(SKIP\s+LOCKED|NOWAIT)\b", re.IGNORECASE)
 SKIP_LOCKED_CONFIRM_S = 0.005
 
 
-# Plain, not frozen, as run/events.py: short-lived values nothing hashes.
-@dataclass
+# Plain, not frozen, and compared by identity, as run/events.py: short-lived values nothing
+# hashes or compares.
+@dataclass(eq=False)
 class Answered:
     """The session's statement has its answer ready to read."""
 
     session: Session
 
 
-@dataclass
+@dataclass(eq=False)
 class Blocked:
     """The session's statement is confirmed waiting on a lock of this kind."""
 
@@ -43,18 +48,11 @@ class Blocked:
     kind: str
 
 
-@dataclass
-class Patience:
-    """How long settling waits: for an answer at all, and before a wait counts as one."""
-
-    step_timeout: float
-    confirm_s: float  # how long a wait must be seen before it counts (RunOptions.confirm_s)
-
-
 def settle(
-    sessions: dict[str, Session], monitor: WaitMonitor, patience: Patience, lead: Session | None = None
+    sessions: dict[str, Session], monitor: WaitMonitor, options: RunOptions, lead: Session | None = None
 ) -> Iterator[Answered | Blocked]:
-    """Until every in-flight statement has answered or is confirmed waiting on a lock.
+    """Until every in-flight statement has answered or is confirmed waiting on a lock: for at
+    most `options.step_timeout`, and a wait is believed once seen for `options.confirm_s`.
 
     An `Answered` session must be read before the next verdict is asked for. "Waiting" must
     be seen on two polls in a row where the monitor's view can lag (`monitor.exact` false:
@@ -64,7 +62,7 @@ def settle(
     before the ones it set free: InnoDB releases locks before a COMMIT's reply is sent, so a
     freed waiter often answers first, but the lesson reads in cause-then-effect order.
     """
-    deadline = time.perf_counter() + patience.step_timeout
+    deadline = time.perf_counter() + options.step_timeout
     interval = POLL_FIRST_S
     confirmed: dict[str, str] = {}
     since: dict[str, float] = {}  # when each wait in `confirmed` was first seen
@@ -89,7 +87,7 @@ def settle(
         since = {n: since.get(n, now) if confirmed.get(n) == k else now for n, k in waiting_now.items()}
         known = {s.name for s in busy if s.waiting}  # confirmed by an earlier step already
         held = all(
-            (monitor.exact or confirmed.get(n) == k) and (n in known or now - since[n] >= _confirm_s(sessions[n], k, patience))
+            (monitor.exact or confirmed.get(n) == k) and (n in known or now - since[n] >= _confirm_s(sessions[n], k, options))
             for n, k in waiting_now.items()
         )
         if len(waiting_now) == len(busy) and held:
@@ -107,15 +105,15 @@ def settle(
         if time.perf_counter() > deadline:
             running = [s.name for s in busy if s.name not in waiting_now]
             raise StuckError(
-                f"step timeout: {', '.join(running)} still running after {patience.step_timeout:g} s "
+                f"step timeout: {', '.join(running)} still running after {options.step_timeout:g} s "
                 "(raise --step-timeout for slow statements)"
             )
 
 
-def _confirm_s(session: Session, kind: str, patience: Patience) -> float:
+def _confirm_s(session: Session, kind: str, options: RunOptions) -> float:
     """SKIP LOCKED and NOWAIT never wait for a row lock, but MariaDB shows the momentary
     waiting lock SKIP LOCKED enqueues before it skips; only a lasting one is believed."""
     if kind == ROW and SKIPS_ROW_LOCKS.search(session.pending_sql or ""):
-        return max(patience.confirm_s, SKIP_LOCKED_CONFIRM_S)
-    return patience.confirm_s
+        return max(options.confirm_s, SKIP_LOCKED_CONFIRM_S)
+    return options.confirm_s
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 
 import yaml
 
@@ -142,11 +141,13 @@ def _did_you_mean(word: str, sessions: set[str]) -> str:
     return f" (a step takes one of: {', '.join(STEP_WORDS)}, or a session: {', '.join(sorted(sessions))})"
 
 
-@dataclass
 class _Builder:
-    path: str
-    text: str
-    engines: tuple[str, ...] = DEFAULT_ENGINES
+    """Reads one file's YAML nodes into the model; every error it finds names the file and line."""
+
+    def __init__(self, path: str, text: str):
+        self.path = path
+        self.text = text
+        self.engines: tuple[str, ...] = DEFAULT_ENGINES  # until the file's `engines:` is read
 
     def fail(self, node: yaml.Node, message: str):
         _fail_at(self.path, node.start_mark, message)

@@ -1,4 +1,8 @@
-"""The scenario model: what a YAML lesson says, checked and typed, with source lines kept."""
+"""The scenario model: what a YAML lesson says, checked and typed, with source lines kept.
+
+Made by the loader, one per engine the lesson is written for, and only read after; nothing
+hashes one. Plain dataclasses, not frozen: a frozen one costs about twice as much to define,
+on every run's start-up (docs/architecture.md, Start-up)."""
 
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ FAULT_ACTIONS = ("kill", "disconnect", "kill-query", "reconnect", "wait")
 INVARIANT_HOLDS = ("always", "without-faults")
 
 
-@dataclass(frozen=True)
+@dataclass
 class Span:
     """Character offsets in the source text, so `record` can rewrite one step in place."""
 
@@ -32,8 +36,10 @@ class Span:
     end: int
 
 
-@dataclass(frozen=True)
+@dataclass
 class SessionSpec:
+    """A session the lesson names, and the settings it connects with."""
+
     name: str
     isolation: str | None = None  # one of ISOLATION_LEVELS
     innodb_lock_wait_timeout: int | None = None
@@ -42,7 +48,7 @@ class SessionSpec:
     wsrep_sync_wait: int | None = None  # Galera: wait for the cluster before reads (0: never)
 
 
-@dataclass(frozen=True)
+@dataclass
 class ErrorMatch:
     """An expected error, resolved for one engine: MySQL numbers (by number, by name such
     as ER_LOCK_DEADLOCK, or by portable class) or PostgreSQL SQLSTATEs (by code, condition
@@ -58,8 +64,10 @@ class ErrorMatch:
         return error.errno in self.errnos or error.sqlstate in self.sqlstates
 
 
-@dataclass(frozen=True)
+@dataclass
 class Expectation:
+    """What a statement's `expect:` holds it to; a part left None is not checked."""
+
     ok: bool = False
     columns: tuple[str, ...] | None = None
     rows: tuple[tuple[str | None, ...], ...] | None = None
@@ -68,8 +76,10 @@ class Expectation:
     waits: bool | None = None
 
 
-@dataclass(frozen=True)
+@dataclass
 class Statement:
+    """SQL one session sends, as the lesson wrote it for this engine."""
+
     session: str
     sql: str
     line: int
@@ -84,29 +94,37 @@ class Statement:
     expect_shared: bool = field(default=True, compare=False)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Narration:
+    """The lesson's prose between statements."""
+
     text: str
     line: int
 
 
-@dataclass(frozen=True)
+@dataclass
 class Fault:
+    """A fault done to a session: kill, disconnect, kill-query, reconnect or wait."""
+
     action: str  # one of FAULT_ACTIONS
     session: str
     line: int
 
 
-@dataclass(frozen=True)
+@dataclass
 class Locks:
+    """A `locks` step: a table of the sessions' current locks."""
+
     line: int
 
 
 Step = Statement | Narration | Fault | Locks
 
 
-@dataclass(frozen=True)
+@dataclass
 class Invariant:
+    """A check `explore` runs after a schedule: `sql` must return `expect`."""
+
     name: str
     sql: str
     expect: tuple[tuple[str | None, ...], ...]
@@ -114,8 +132,10 @@ class Invariant:
     holds: str = "always"  # one of INVARIANT_HOLDS
 
 
-@dataclass(frozen=True)
+@dataclass
 class Scenario:
+    """A lesson, resolved for one engine, with the variants for its other engines."""
+
     path: str
     title: str
     sessions: tuple[SessionSpec, ...]

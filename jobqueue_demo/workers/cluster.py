@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..engine.embedded import embedded_with
 from ..engine.galera_queue import NodeState
-from ..engine.server import ServerInfo, embedded_with
+from ..engine.server import ServerInfo
 
 
 def agree(states: list[NodeState]) -> bool:
