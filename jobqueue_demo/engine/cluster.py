@@ -265,7 +265,7 @@ class EmbeddedCluster(emb.Throwaway):
         provider = find_provider()
         template, datadir = ensure_cluster_template(binary, provider)
         emb._running.add(self)
-        try:
+        with self.stopped_on_failure("embedded cluster"):
             for attempt in range(1, START_ATTEMPTS + 1):
                 try:
                     self._boot(binary, template, provider, datadir)
@@ -274,12 +274,6 @@ class EmbeddedCluster(emb.Throwaway):
                     if attempt == START_ATTEMPTS:
                         raise
                     self._discard_nodes()
-        except OSError as exc:
-            self.stop()
-            raise ServerError(f"cannot start the embedded cluster: {exc}") from exc
-        except BaseException:
-            self.stop()
-            raise
 
     def _boot(self, binary, template, provider: Path, datadir: Path) -> None:
         if self.workdir is None:

@@ -437,6 +437,19 @@ class Throwaway:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
+    @contextlib.contextmanager
+    def stopped_on_failure(self, what: str) -> Iterator[None]:
+        """Whatever a failed start left running stopped and removed; an OSError (no room for
+        the copy, a missing binary) told as `cannot start the <what>`."""
+        try:
+            yield
+        except OSError as exc:
+            self.stop()
+            raise ServerError(f"cannot start the {what}: {exc}") from exc
+        except BaseException:
+            self.stop()
+            raise
+
 
 def remove_workdir(workdir: Path | None, owner) -> None:
     """A run's directory gone, then its owner marker released (see owner.py)."""
@@ -486,17 +499,11 @@ class EmbeddedServer(Throwaway):
     def _start_from(self, get_template: Callable[[], Template]) -> None:
         template = get_template()
         _running.add(self)
-        try:
-            self._boot(self.binary, template)
-        except StartFailed as exc:
-            self.stop()
-            raise UnusableTemplate(str(exc), template.inode) from exc
-        except OSError as exc:
-            self.stop()
-            raise ServerError(f"cannot start the embedded server: {exc}") from exc
-        except BaseException:
-            self.stop()
-            raise
+        with self.stopped_on_failure("embedded server"):
+            try:
+                self._boot(self.binary, template)
+            except StartFailed as exc:
+                raise UnusableTemplate(str(exc), template.inode) from exc
 
     def _boot(self, binary: ServerBinary, template: Template) -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))

@@ -31,7 +31,7 @@ from urllib.parse import unquote
 
 from ..errors import ServerError, StartFailed, UsageError
 from .owner import hold
-from .embedded import die_with_parent, inode_of, run_command
+from .embedded import Throwaway, die_with_parent, inode_of, run_command
 from .server import ANSWER_TIMEOUT_S, is_pg_dsn, refuse_nul, split_dsn
 
 DSN_FORM = "postgresql://user:password@host:port/database"
@@ -340,7 +340,7 @@ def server_command(binaries: PgBinaries, workdir: Path) -> list[str]:
 _running: set[EmbeddedPostgres] = set()
 
 
-class EmbeddedPostgres:
+class EmbeddedPostgres(Throwaway):
     """A private, throwaway PostgreSQL cluster on a Unix socket, stopped and deleted on exit."""
 
     def __init__(self) -> None:
@@ -353,13 +353,6 @@ class EmbeddedPostgres:
         if self.workdir is None:
             raise ServerError("the embedded PostgreSQL server is not running")
         return PgParams(host="localhost", user=SUPERUSER, database="postgres", socket_dir=str(self.workdir))
-
-    def __enter__(self) -> EmbeddedPostgres:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     def start(self) -> None:
         binaries = find_binaries()
@@ -376,14 +369,8 @@ class EmbeddedPostgres:
 
     def _start_from(self, binaries: PgBinaries, template: Path) -> None:
         _running.add(self)
-        try:
+        with self.stopped_on_failure("embedded PostgreSQL server"):
             self._boot(binaries, template)
-        except OSError as exc:
-            self.stop()
-            raise ServerError(f"cannot start the embedded PostgreSQL server: {exc}") from exc
-        except BaseException:
-            self.stop()
-            raise
 
     def _boot(self, binaries: PgBinaries, template: Path) -> None:
         identity = _as_server_user()
