@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .scenario.model import Scenario
 
 
-@dataclass
+@dataclass(eq=False)
 class RunReport:
     """What one run did: its events in order, the expectations it did not meet, how many it checked."""
 

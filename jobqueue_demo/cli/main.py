@@ -7,7 +7,6 @@ registers its commands on the app.
 
 from __future__ import annotations
 
-import gc
 import importlib
 import os
 import signal
@@ -98,11 +97,3 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED if _interrupted else e.exit_code
     return EXIT_OK
 
-
-def entry() -> None:
-    code = main()
-    # The command is done and its clean-up with it; what is still alive goes with the process.
-    # Frozen, it is no longer walked by the collections the interpreter makes on its way out:
-    # about 14 ms of CPU at the end of every run (docs/architecture.md, start-up).
-    gc.freeze()
-    sys.exit(code)

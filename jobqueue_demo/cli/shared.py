@@ -77,7 +77,7 @@ StepTimeout = Annotated[
 ]
 
 
-@dataclass
+@dataclass(eq=False)
 class GlobalOptions:
     """The options given before the command, read by main() and by server_for()."""
 

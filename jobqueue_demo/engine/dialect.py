@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-@dataclass
+@dataclass(eq=False)
 class MySqlDialect:
     """The SQL that differs between MariaDB and MySQL and their versions."""
 

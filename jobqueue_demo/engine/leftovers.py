@@ -30,7 +30,7 @@ REMOVED, WOULD_REMOVE, KEPT = "removed", "would remove", "kept"
 GONE, ALIVE = "its run is gone", "its run is alive"
 
 
-@dataclass
+@dataclass(eq=False)
 class Found:
     """One leftover: what it is, and what was done with it (REMOVED, WOULD_REMOVE or KEPT)."""
 
@@ -47,7 +47,7 @@ def done(dry_run: bool) -> str:
     return WOULD_REMOVE if dry_run else REMOVED
 
 
-@dataclass
+@dataclass(eq=False)
 class Sweep:
     """What a sweep found, and what it could not remove (as messages)."""
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 
 # Plain, not frozen (as run/events.py): made once per statement, then only read; nothing hashes one.
-@dataclass
+@dataclass(eq=False)
 class SqlError:
     """A MySQL or MariaDB error: its `code` is the error number."""
 
@@ -38,7 +38,7 @@ class SqlError:
         return name_of(self.errno)
 
 
-@dataclass
+@dataclass(eq=False)
 class Result:
     """A result set (columns is not None), an OK with an affected count, or an error.
 

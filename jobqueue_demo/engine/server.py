@@ -207,7 +207,7 @@ POSTGRESQL = "postgresql"
 ENGINES = (MYSQL, POSTGRESQL)
 
 
-@dataclass
+@dataclass(eq=False)
 class ServerInfo:
     """The server a command runs on: how to reach it, what it is, and its engine."""
 

@@ -21,7 +21,7 @@ TABLE = "table lock"
 
 
 # Plain, not frozen (as run/events.py): read once where they are made, never hashed.
-@dataclass
+@dataclass(eq=False)
 class WaitInfo:
     """What a blocked session waits for, and who holds it."""
 
@@ -56,7 +56,7 @@ WAITING_LOCK = re.compile(r"index (\S+) of table `[^`]*`\.`([^`]*)` trx id \d+ l
 THREAD_ID = re.compile(r"(?:MySQL|MariaDB) thread id (\d+)")
 
 
-@dataclass
+@dataclass(eq=False)
 class TrxStatus:
     """A client's transaction, as SHOW ENGINE INNODB STATUS lists it."""
 

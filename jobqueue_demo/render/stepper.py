@@ -39,7 +39,7 @@ class Interrupted(Quit):
         self.args = (f"interrupted (Ctrl-C) before step {step} of {total}",)
 
 
-@dataclass
+@dataclass(eq=False)
 class Pacing:
     """--step and --pace: what holds each step back."""
 

@@ -18,7 +18,7 @@ COUNTED = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE|LOAD)\b", re.IGNORECASE
 SQL, RESULT, NOTE, NARRATION = "sql", "result", "note", "narration"
 
 
-@dataclass
+@dataclass(eq=False)
 class Line:
     """One line of a transcript: its text, whose it is (None: the lesson's), and what kind."""
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # imported where a deadlock, a stuck run or explore needs the
     from .chain import WaitChain
 
 
-@dataclass
+@dataclass(eq=False)
 class RunOptions:
     """How a run waits and what it adds to its events, beyond the scenario itself."""
 

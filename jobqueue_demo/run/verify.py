@@ -9,7 +9,7 @@ from ..engine.result import Result
 from ..scenario.model import Expectation, Scenario
 
 
-@dataclass
+@dataclass(eq=False)
 class Mismatch:
     """A statement whose outcome differs from its `expect:`, in both words."""
 
@@ -31,7 +31,7 @@ class Mismatch:
         )
 
 
-@dataclass
+@dataclass(eq=False)
 class Outcome:
     """What one statement did: its final result and whether it waited on a lock first."""
 

@@ -28,7 +28,7 @@ FAULT_ACTIONS = ("kill", "disconnect", "kill-query", "reconnect", "wait")
 INVARIANT_HOLDS = ("always", "without-faults")
 
 
-@dataclass
+@dataclass(eq=False)
 class Span:
     """Character offsets in the source text, so `record` can rewrite one step in place."""
 
