@@ -47,9 +47,9 @@ def galera_cluster():
 @pytest.fixture(scope="session")
 def galera(galera_cluster):
     """Node 1's ServerInfo with the cluster's nodes, as `--cluster 3` hands it to a run."""
-    from jobqueue_demo.engine.server import _server_info
+    from jobqueue_demo.engine.server import server_info
 
-    info = _server_info(galera_cluster.params[0], embedded=True)
+    info = server_info(galera_cluster.params[0], embedded=True)
     return dataclasses.replace(info, nodes=tuple(galera_cluster.params))
 
 

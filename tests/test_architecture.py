@@ -72,3 +72,55 @@ def test_commands_go_through_the_api(path):
 def test_the_checker_sees_relative_imports():
     found = dict(imports(PACKAGE / "run" / "driver.py"))
     assert "jobqueue_demo.engine.session" in found and "jobqueue_demo.errors" in found
+
+
+def _is_module(name: str) -> bool:
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def private_reaches(source: str, package: str) -> list[str]:
+    """Where a module of `package` uses another of the package's modules' private names
+    (`_name`): what one module needs of another is public, so a private name can change in one
+    place."""
+    tree = ast.parse(source)
+    modules, found = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            if base.split(".")[0] != "jobqueue_demo":
+                continue
+            for alias in node.names:
+                if _is_module(f"{base}.{alias.name}"):
+                    modules.add(alias.asname or alias.name)
+                elif alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"{node.lineno}: from {base} import {alias.name}")
+        elif isinstance(node, ast.Import):
+            modules |= {alias.asname for alias in node.names if alias.asname and alias.name.startswith("jobqueue_demo.")}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            found.append(f"{node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_reaches_into_another(path):
+    package = ".".join(path.relative_to(PACKAGE.parent).parts[:-1])
+    assert private_reaches(path.read_text(), package) == []
+
+
+def test_the_checker_sees_a_private_reach():
+    source = "from . import embedded as emb\nfrom .server import _pg_server_info\nemb._summary('')\n"
+    assert private_reaches(source, "jobqueue_demo.engine") == [
+        "2: from jobqueue_demo.engine.server import _pg_server_info",
+        "3: emb._summary",
+    ]

@@ -11,6 +11,7 @@ from conftest import LOCAL_DSN, ROOT, cli, dsn_of, scratch_databases
 from jobqueue_demo import api as core
 from jobqueue_demo.engine import control
 from jobqueue_demo.engine import embedded as engine_server
+from jobqueue_demo.engine.embedded import Throwaway
 from jobqueue_demo.cli.matrix import lesson_matrix
 from jobqueue_demo.errors import UsageError
 from jobqueue_demo.run.matrix import parse_axes
@@ -86,7 +87,7 @@ def test_a_global_variable_is_set_on_the_embedded_server_and_put_back(embedded):
 
 
 def test_a_read_only_variable_gets_a_second_embedded_server_started_with_it(embedded):
-    running = set(engine_server._running)
+    running = set(Throwaway.alive)
     out = io.StringIO()
     with redirect_stdout(out):
         met = lesson_matrix([core.load(str(DATA / "rollback-on-timeout.yaml"))], embedded, ["innodb_rollback_on_timeout=ON,OFF"], 10.0)
@@ -98,16 +99,16 @@ def test_a_read_only_variable_gets_a_second_embedded_server_started_with_it(embe
     # OFF is what the first server runs with: only ON needed a server of its own.
     (restart,) = [line for line in lines if line.startswith("-- a second embedded server")]
     assert restart.startswith("-- a second embedded server started with --innodb-rollback-on-timeout=ON: ")
-    assert set(engine_server._running) == running
+    assert set(Throwaway.alive) == running
     with closing(embedded.params.connect(database=None)) as conn:
         assert control.value(conn, "SELECT @@GLOBAL.innodb_rollback_on_timeout") == "0"
 
 
 def test_a_read_only_value_the_server_does_not_take_is_refused(embedded):
-    running = set(engine_server._running)
+    running = set(Throwaway.alive)
     with pytest.raises(UsageError, match="innodb_rollback_on_timeout=maybe: a server started with it took OFF"):
         lesson_matrix([core.load(str(DATA / "rollback-on-timeout.yaml"))], embedded, ["innodb_rollback_on_timeout=maybe"], 10.0)
-    assert set(engine_server._running) == running  # the server started with it is stopped
+    assert set(Throwaway.alive) == running  # the server started with it is stopped
 
 
 def test_a_read_only_variable_is_refused_on_a_shared_server(local, tmp_path):
@@ -121,11 +122,11 @@ def test_a_read_only_variable_is_refused_on_a_shared_server(local, tmp_path):
 
 def test_a_read_only_variable_the_cached_data_directory_cannot_start_with_is_refused(embedded):
     template = engine_server.cache_root() / engine_server.find_server_binary().template_key
-    inode, running = template.stat().st_ino, set(engine_server._running)
+    inode, running = template.stat().st_ino, set(Throwaway.alive)
     with pytest.raises(UsageError, match=r"^--matrix: the embedded server exited .* uses page size 16384"):
         lesson_matrix([core.load("nowait")], embedded, ["innodb_page_size=4k"], 10.0)
     # The option was to blame, not the shared template: it is not rebuilt.
-    assert template.stat().st_ino == inode and set(engine_server._running) == running
+    assert template.stat().st_ino == inode and set(Throwaway.alive) == running
 
 
 def test_explore_under_a_read_only_variable_finds_what_only_that_server_breaks(embedded):

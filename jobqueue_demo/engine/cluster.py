@@ -101,10 +101,10 @@ def parse_node_dsns(dsns: list[str]) -> list[srv.ConnectParams]:
 def open_cluster(size: int = 3, dsns: list[str] | None = None) -> Iterator[ClusterInfo]:
     """The nodes named by `dsns` (nodeN=…), else a private embedded cluster of `size` nodes."""
     if dsns:
-        yield ClusterInfo(tuple(srv._server_info(p, embedded=False) for p in parse_node_dsns(dsns)))
+        yield ClusterInfo(tuple(srv.server_info(p, embedded=False) for p in parse_node_dsns(dsns)))
         return
     with EmbeddedCluster(size) as cluster:
-        yield ClusterInfo(tuple(srv._server_info(p, embedded=True) for p in cluster.params))
+        yield ClusterInfo(tuple(srv.server_info(p, embedded=True) for p in cluster.params))
 
 
 # --- the cached cluster template ------------------------------------------------
@@ -138,13 +138,13 @@ def _build_cluster_template(binary: emb.ServerBinary, template: emb.Template, pr
         node.prepare()
         # One node that founds the cluster: gcomm:// with nobody to meet.
         node.launch(binary, template, provider, "gcomm://", ("--wsrep-new-cluster",))
-        emb._wait_until_ready(node.process, node.params, node.log)
+        emb.wait_until_ready(node.process, node.params, node.log)
         # A clean shutdown (SIGTERM) writes the cluster's UUID and last seqno into grastate.dat.
         node.process.terminate()
         node.process.wait(SHUTDOWN_TIMEOUT_S)
         data = node.workdir / "data"
         if "seqno:   -1" in (data / GRASTATE).read_text():
-            raise StartFailed(f"the bootstrap node saved no seqno: {emb._summary(emb._read_log(node.log))}")
+            raise StartFailed(f"the bootstrap node saved no seqno: {emb.log_summary(node.log)}")
         for transient in ("galera.cache", GVWSTATE):
             with contextlib.suppress(FileNotFoundError):
                 (data / transient).unlink()
@@ -204,7 +204,7 @@ class Node:
             (self.workdir / sub).mkdir()
 
     def launch(self, binary, template, provider: Path, address: str, extra: tuple[str, ...] = ()) -> None:
-        plain = emb._server_command(binary, template, self.workdir)
+        plain = emb.server_command(binary, template, self.workdir)
         command = [arg for arg in plain if arg != "--skip-networking"] + [
             f"--port={self.port}",
             "--bind-address=127.0.0.1",
@@ -229,11 +229,11 @@ class Node:
             "--default-storage-engine=InnoDB",
             *extra,
         ]
-        self.process = emb._launch(command, self.log)
+        self.process = emb.launch(command, self.log)
 
     def kill(self) -> None:
         if self.process is not None:
-            emb._terminate(self.process)
+            emb.terminate(self.process)
             self.process = None
 
 
@@ -264,8 +264,7 @@ class EmbeddedCluster(emb.Throwaway):
         binary = emb.find_server_binary()
         provider = find_provider()
         template, datadir = ensure_cluster_template(binary, provider)
-        emb._running.add(self)
-        with self.stopped_on_failure("embedded cluster"):
+        with self.starting("embedded cluster"):
             for attempt in range(1, START_ATTEMPTS + 1):
                 try:
                     self._boot(binary, template, provider, datadir)
@@ -290,7 +289,7 @@ class EmbeddedCluster(emb.Throwaway):
             _write_view(node.workdir / "data", node, self.nodes)
             node.launch(binary, template, provider, address)
         for node in self.nodes:
-            emb._wait_until_ready(node.process, node.params, node.log)
+            emb.wait_until_ready(node.process, node.params, node.log)
         self._wait_primary()
 
     def _wait_primary(self) -> None:
@@ -302,7 +301,7 @@ class EmbeddedCluster(emb.Throwaway):
                     if time.monotonic() > deadline:
                         raise StartFailed(
                             f"node{node.number} did not join a {self.size}-node cluster within "
-                            f"{JOIN_TIMEOUT_S:.0f} s: {emb._summary(emb._read_log(node.log))}"
+                            f"{JOIN_TIMEOUT_S:.0f} s: {emb.log_summary(node.log)}"
                         )
                     time.sleep(emb.POLL_INTERVAL_S * 5)
             finally:
@@ -318,7 +317,7 @@ class EmbeddedCluster(emb.Throwaway):
     def stop(self) -> None:
         nodes, workdir = self.nodes, self.workdir
         self.nodes, self.workdir = [], None
-        emb._running.discard(self)
+        self.stopping()
         try:
             for node in nodes:
                 node.kill()

@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 
 from jobqueue_demo.errors import ServerError, StartFailed, UnusableTemplate
 from jobqueue_demo.engine.owner import hold
-from jobqueue_demo.engine.server import DSN_ENV, ConnectParams, ServerInfo, _server_info, parse_version
+from jobqueue_demo.engine.server import DSN_ENV, ConnectParams, ServerInfo, parse_version, server_info
 
 SERVER_NAMES = ("mariadbd", "mysqld")
 INSTALL_DB_NAMES = ("mariadb-install-db", "mysql_install_db")
@@ -309,7 +309,7 @@ def _user_option() -> list[str]:
     return ["--user=root"] if os.geteuid() == 0 else []
 
 
-def _server_command(binary: ServerBinary, template: Template, workdir: Path) -> list[str]:
+def server_command(binary: ServerBinary, template: Template, workdir: Path) -> list[str]:
     command = [
         str(binary.path),
         "--no-defaults",
@@ -362,7 +362,7 @@ def die_with_parent() -> Callable[[], None] | None:
     return arm
 
 
-def _launch(command: list[str], log_path: Path) -> subprocess.Popen:
+def launch(command: list[str], log_path: Path) -> subprocess.Popen:
     with open(log_path, "ab") as log:
         # Messages written before --log-error takes effect go to the same file.
         # A session of its own keeps the terminal's Ctrl-C and Ctrl-Z away from
@@ -377,13 +377,13 @@ def _launch(command: list[str], log_path: Path) -> subprocess.Popen:
         )
 
 
-def _wait_until_ready(process: subprocess.Popen, params: ConnectParams, log_path: Path) -> None:
+def wait_until_ready(process: subprocess.Popen, params: ConnectParams, log_path: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         if process.poll() is not None:
             raise StartFailed(
                 f"the embedded server exited with code {process.returncode} while starting: "
-                f"{_summary(_read_log(log_path))}"
+                f"{log_summary(log_path)}"
             )
         try:
             params.connect().close()
@@ -392,19 +392,21 @@ def _wait_until_ready(process: subprocess.Popen, params: ConnectParams, log_path
             if time.monotonic() > deadline:
                 raise StartFailed(
                     f"the embedded server did not accept connections within {START_TIMEOUT_S:.0f} s: "
-                    f"{_summary(_read_log(log_path))}"
+                    f"{log_summary(log_path)}"
                 ) from None
         time.sleep(POLL_INTERVAL_S)
 
 
-def _read_log(path: Path) -> str:
+def log_summary(path: Path) -> str:
+    """A server's log file as one line (see _summary)."""
     try:
-        return path.read_text(errors="replace")
+        text = path.read_text(errors="replace")
     except OSError:
-        return ""
+        text = ""
+    return _summary(text)
 
 
-def _terminate(process: subprocess.Popen) -> None:
+def terminate(process: subprocess.Popen) -> None:
     # The datadir is thrown away, so there is nothing to shut down cleanly for: SIGKILL
     # saves the ~60 ms InnoDB spends flushing on SIGTERM.
     try:
@@ -418,11 +420,13 @@ def _terminate(process: subprocess.Popen) -> None:
             process.wait()
 
 
-_running: set[EmbeddedServer] = set()
-
-
 class Throwaway:
-    """Started by a with-block and stopped at its end, however it ends."""
+    """Started by a with-block and stopped at its end, however it ends; at the interpreter's
+    exit too, for one started without a with-block or whose block never exits (an
+    open_server generator still suspended when the interpreter ends)."""
+
+    # Every one started and not yet stopped: the embedded servers, PostgreSQL's and the clusters.
+    alive: set[Throwaway] = set()
 
     def start(self) -> None:
         raise NotImplementedError
@@ -438,9 +442,11 @@ class Throwaway:
         self.stop()
 
     @contextlib.contextmanager
-    def stopped_on_failure(self, what: str) -> Iterator[None]:
-        """Whatever a failed start left running stopped and removed; an OSError (no room for
-        the copy, a missing binary) told as `cannot start the <what>`."""
+    def starting(self, what: str) -> Iterator[None]:
+        """Kept for the exit-time stop from here on; whatever a failed start left running
+        stopped and removed, and an OSError (no room for the copy, a missing binary) told as
+        `cannot start the <what>`."""
+        Throwaway.alive.add(self)
         try:
             yield
         except OSError as exc:
@@ -449,6 +455,15 @@ class Throwaway:
         except BaseException:
             self.stop()
             raise
+
+    def stopping(self) -> None:
+        """Called first by every stop: no longer kept for the exit-time stop."""
+        Throwaway.alive.discard(self)
+
+    @staticmethod
+    def stop_all() -> None:
+        for left in list(Throwaway.alive):
+            left.stop()
 
 
 def remove_workdir(workdir: Path | None, owner) -> None:
@@ -498,8 +513,7 @@ class EmbeddedServer(Throwaway):
 
     def _start_from(self, get_template: Callable[[], Template]) -> None:
         template = get_template()
-        _running.add(self)
-        with self.stopped_on_failure("embedded server"):
+        with self.starting("embedded server"):
             try:
                 self._boot(self.binary, template)
             except StartFailed as exc:
@@ -516,16 +530,16 @@ class EmbeddedServer(Throwaway):
         (self.workdir / FILES_DIR).mkdir()
         (self.workdir / "tmp").mkdir()
         log_path = self.workdir / ERROR_LOG_NAME
-        self._process = _launch(_server_command(binary, template, self.workdir) + list(self.options), log_path)
-        _wait_until_ready(self._process, self.params, log_path)
+        self._process = launch(server_command(binary, template, self.workdir) + list(self.options), log_path)
+        wait_until_ready(self._process, self.params, log_path)
 
     def stop(self) -> None:
         process, workdir = self._process, self.workdir
         self._process = self.workdir = None
-        _running.discard(self)
+        self.stopping()
         try:
             if process is not None:
-                _terminate(process)
+                terminate(process)
         finally:
             owner, self._owner = self._owner, None
             remove_workdir(workdir, owner)
@@ -536,14 +550,7 @@ def embedded_with(options: tuple[str, ...]) -> Iterator[ServerInfo]:
     """A private server started with extra server options, e.g. `--innodb-rollback-on-timeout=ON`:
     a read-only variable can only be given when a server starts."""
     with EmbeddedServer(options) as server:
-        yield _server_info(server.params, embedded=True)
+        yield server_info(server.params, embedded=True)
 
 
-def _stop_all() -> None:
-    # For a server started without a with-block, or whose block never exits
-    # (an open_server generator still suspended when the interpreter ends).
-    for server in list(_running):
-        server.stop()
-
-
-atexit.register(_stop_all)
+atexit.register(Throwaway.stop_all)

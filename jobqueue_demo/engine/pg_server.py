@@ -13,7 +13,6 @@ system user, in directories it owns (root's home is not readable by it).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import pwd
@@ -31,7 +30,7 @@ from urllib.parse import unquote
 
 from ..errors import ServerError, StartFailed, UsageError
 from .owner import hold
-from .embedded import Throwaway, die_with_parent, inode_of, run_command
+from .embedded import Throwaway, die_with_parent, inode_of, remove_workdir, run_command
 from .server import ANSWER_TIMEOUT_S, is_pg_dsn, refuse_nul, split_dsn
 
 DSN_FORM = "postgresql://user:password@host:port/database"
@@ -337,9 +336,6 @@ def server_command(binaries: PgBinaries, workdir: Path) -> list[str]:
     return command
 
 
-_running: set[EmbeddedPostgres] = set()
-
-
 class EmbeddedPostgres(Throwaway):
     """A private, throwaway PostgreSQL cluster on a Unix socket, stopped and deleted on exit."""
 
@@ -368,8 +364,7 @@ class EmbeddedPostgres(Throwaway):
             self._start_from(binaries, rebuild_template(binaries, broken))
 
     def _start_from(self, binaries: PgBinaries, template: Path) -> None:
-        _running.add(self)
-        with self.stopped_on_failure("embedded PostgreSQL server"):
+        with self.starting("embedded PostgreSQL server"):
             self._boot(binaries, template)
 
     def _boot(self, binaries: PgBinaries, template: Path) -> None:
@@ -421,16 +416,13 @@ class EmbeddedPostgres(Throwaway):
     def stop(self) -> None:
         process, workdir = self._process, self.workdir
         self._process = self.workdir = None
-        _running.discard(self)
+        self.stopping()
         try:
             if process is not None:
                 _terminate(process)
         finally:
-            if workdir is not None:
-                shutil.rmtree(workdir, ignore_errors=True)
-            if self._owner is not None:
-                self._owner.close()
-                self._owner = None
+            owner, self._owner = self._owner, None
+            remove_workdir(workdir, owner)
 
 
 def _terminate(process: subprocess.Popen) -> None:
@@ -456,10 +448,3 @@ def _log_summary(path: Path) -> str:
     errors = [line for line in lines if "FATAL" in line or "ERROR" in line]
     return " | ".join((errors or lines)[-3:]) or "(no output)"
 
-
-def _stop_all() -> None:
-    for server in list(_running):
-        server.stop()
-
-
-atexit.register(_stop_all)

@@ -293,7 +293,7 @@ def open_server(dsn: str | None = None, engine: str | None = None) -> Iterator[S
 
         yield _pg_server_info(pg_server.parse_dsn(dsn), embedded=False)
     elif dsn is not None:
-        yield _server_info(parse_dsn(dsn), embedded=False)
+        yield server_info(parse_dsn(dsn), embedded=False)
     elif engine == POSTGRESQL:
         from . import pg_server
 
@@ -304,7 +304,7 @@ def open_server(dsn: str | None = None, engine: str | None = None) -> Iterator[S
         from .embedded import EmbeddedServer
 
         with EmbeddedServer() as server:
-            yield _server_info(server.params, embedded=True)
+            yield server_info(server.params, embedded=True)
 
 
 def _pg_server_info(params, embedded: bool) -> ServerInfo:
@@ -313,7 +313,7 @@ def _pg_server_info(params, embedded: bool) -> ServerInfo:
     return ServerInfo(params=params, flavor="PostgreSQL", version=describe_pg(params), embedded=embedded, engine=POSTGRESQL)
 
 
-def _server_info(params: ConnectParams, embedded: bool) -> ServerInfo:
+def server_info(params: ConnectParams, embedded: bool) -> ServerInfo:
     conn = params.connect()
     try:
         flavor, version = describe_server(conn)
