@@ -474,18 +474,40 @@ def remove_workdir(workdir: Path | None, owner) -> None:
         owner.close()
 
 
-class EmbeddedServer(Throwaway):
+class ThrowawayProcess(Throwaway):
+    """One server process in a run directory of its own: the embedded MariaDB or MySQL server,
+    and PostgreSQL's (engine/pg_server.py)."""
+
+    def __init__(self) -> None:
+        self.workdir: Path | None = None
+        self._process: subprocess.Popen | None = None
+        self._owner = None
+
+    def end(self, process: subprocess.Popen) -> None:
+        terminate(process)
+
+    def stop(self) -> None:
+        process, workdir = self._process, self.workdir
+        self._process = self.workdir = None
+        self.stopping()
+        try:
+            if process is not None:
+                self.end(process)
+        finally:
+            owner, self._owner = self._owner, None
+            remove_workdir(workdir, owner)
+
+
+class EmbeddedServer(ThrowawayProcess):
     """A private, throwaway server on a unix socket, stopped and deleted on exit.
 
     `params` (root, no password, the socket) is valid between start and stop.
     """
 
     def __init__(self, options: tuple[str, ...] = ()) -> None:
+        super().__init__()
         self.options = options  # after ours on the command line, so they win
         self.binary: ServerBinary | None = None
-        self.workdir: Path | None = None
-        self._process: subprocess.Popen | None = None
-        self._owner = None
 
     @property
     def params(self) -> ConnectParams:
@@ -532,17 +554,6 @@ class EmbeddedServer(Throwaway):
         log_path = self.workdir / ERROR_LOG_NAME
         self._process = launch(server_command(binary, template, self.workdir) + list(self.options), log_path)
         wait_until_ready(self._process, self.params, log_path)
-
-    def stop(self) -> None:
-        process, workdir = self._process, self.workdir
-        self._process = self.workdir = None
-        self.stopping()
-        try:
-            if process is not None:
-                terminate(process)
-        finally:
-            owner, self._owner = self._owner, None
-            remove_workdir(workdir, owner)
 
 
 @contextlib.contextmanager

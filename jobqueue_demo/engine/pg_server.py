@@ -30,7 +30,7 @@ from urllib.parse import unquote
 
 from ..errors import ServerError, StartFailed, UsageError
 from .owner import hold
-from .embedded import Throwaway, die_with_parent, inode_of, remove_workdir, run_command
+from .embedded import ThrowawayProcess, die_with_parent, inode_of, run_command
 from .server import ANSWER_TIMEOUT_S, is_pg_dsn, refuse_nul, split_dsn
 
 DSN_FORM = "postgresql://user:password@host:port/database"
@@ -336,13 +336,8 @@ def server_command(binaries: PgBinaries, workdir: Path) -> list[str]:
     return command
 
 
-class EmbeddedPostgres(Throwaway):
+class EmbeddedPostgres(ThrowawayProcess):
     """A private, throwaway PostgreSQL cluster on a Unix socket, stopped and deleted on exit."""
-
-    def __init__(self) -> None:
-        self.workdir: Path | None = None
-        self._process: subprocess.Popen | None = None
-        self._owner = None
 
     @property
     def params(self) -> PgParams:
@@ -413,31 +408,19 @@ class EmbeddedPostgres(Throwaway):
         finally:
             conn.finish()
 
-    def stop(self) -> None:
-        process, workdir = self._process, self.workdir
-        self._process = self.workdir = None
-        self.stopping()
+    def end(self, process: subprocess.Popen) -> None:
+        # SIGQUIT is PostgreSQL's immediate shutdown: the postmaster ends every backend at once,
+        # without the checkpoint a smart or fast shutdown writes; the data is thrown away anyway.
         try:
-            if process is not None:
-                _terminate(process)
-        finally:
-            owner, self._owner = self._owner, None
-            remove_workdir(workdir, owner)
-
-
-def _terminate(process: subprocess.Popen) -> None:
-    # SIGQUIT is PostgreSQL's immediate shutdown: the postmaster ends every backend at once,
-    # without the checkpoint a smart or fast shutdown writes; the data is thrown away anyway.
-    try:
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGQUIT)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(STOP_TIMEOUT_S)
-    finally:
-        if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+                process.send_signal(signal.SIGQUIT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(STOP_TIMEOUT_S)
+        finally:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
 
 
 def _log_summary(path: Path) -> str:
