@@ -154,6 +154,7 @@ def test_runs_leave_no_scratch_database(local):
         (dict(work_ms=float("nan")), "--work-ms must be from 0"),
         (dict(jobs=5, batch=6), "--batch must be from 1 to 5"),
         (dict(strategy="own-rows", kill=1), "own-rows cannot take --kill"),
+        (dict(stall_s=0), "--stall must be from 0.1 to 3,600, got 0"),
     ],
 )
 def test_bad_values_are_rejected(values, words):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from typing import Annotated, Optional
@@ -36,6 +37,10 @@ ENGINE_HELP = (
 # Also a command option, so that `workers --engine postgresql` reads as it runs; the global
 # `jobqueue-demo --engine postgresql workers` means the same.
 Engine = Annotated[Optional[str], typer.Option("--engine", help=ENGINE_HELP, show_default=False)]
+STALL_HELP = (
+    "Seconds with no job completed after which the run stops, prints what the workers wait for and exits 1 "
+    "[default: 30]."
+)
 NO_PLOT = "matplotlib is not installed (pip install 'jobqueue-demo[plot]'): the table alone was written"
 
 
@@ -59,6 +64,7 @@ def workers_command(
     ),
     lease_ms: Optional[float] = typer.Option(None, "--lease-ms", help=LEASE_HELP, show_default=False),
     state_order: str = typer.Option("done-last", "--state-order", help=STATE_ORDER_HELP),
+    stall: Optional[float] = typer.Option(None, "--stall", help=STALL_HELP, show_default=False),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON line instead of a table."),
     dsn: Dsns = None,
     engine: Engine = None,
@@ -70,7 +76,7 @@ def workers_command(
     and records its completion in one transaction (the lease strategies commit the claim
     first and work outside it). Afterwards the database is checked: every job done exactly
     once; the last line says so, or what broke (exit 1). A run in which no job completes
-    for 30 s prints what the workers wait for, from the server, and exits 1.
+    for 30 s (--stall) prints what the workers wait for, from the server, and exits 1.
 
     \b
     Example:
@@ -84,10 +90,13 @@ def workers_command(
     node i mod N + 1), every node is checked, and the same workers then run on node 1 only
     and on a single server, for the throughput, the transactions rolled back with ERROR 1213
     and the effects run twice of each. --kill kills workers on any node, each watched on its own.
+    A stalled run there reads every node: each worker is named with its node (worker 3@2), the
+    nodes' appliers too, and a line gives the nodes' flow control when one holds back write sets.
     """
     config = api.workers_config(
         strategy=strategy, isolation=isolation, workers=workers, jobs=jobs, batch=batch, work_ms=work_ms, kill=kill,
         idempotency_key=idempotency_key, state_order=state_order, lease_ms=lease_ms,
+        **({} if stall is None else {"stall_s": stall}),
     )
     out, err = _consoles()
     if cluster or api.split_dsns(dsn)[1]:
@@ -98,11 +107,8 @@ def workers_command(
             f"-- workers: {strategy}, {workers} worker(s), {jobs} job(s), {isolation} "
             f"on {server.label} ({server.where})"
         )
-        try:
+        with _stuck_reported(as_json):
             summary = _run_live(config, server, err) if err.is_terminal and not as_json else api.run_workers(config, server)
-        except WorkersStuck as stuck:
-            _report_stuck(stuck, as_json)
-            raise
     _report(summary, out, as_json)
     if not summary.invariants_hold:
         raise typer.Exit(EXIT_MISMATCH)
@@ -118,7 +124,8 @@ def _server(dsn, engine: str | None, cluster: int | None = None):
 def _on_cluster(config, dsn, size: int | None, out, as_json: bool) -> None:
     with server_for(dsn, cluster=size) as server:
         say(f"-- workers: {config.strategy}, {config.workers} worker(s), {config.jobs} job(s) on {server.label} ({server.where})")
-        compared = api.compare_cluster(config, server)
+        with _stuck_reported(as_json):
+            compared = api.compare_cluster(config, server)
     if as_json:
         print(json.dumps(compared.as_dict()))
     else:
@@ -134,6 +141,16 @@ def _run_live(config, server, err):
 
     with live_progress(err) as show:
         return api.run_workers(config, server, show)
+
+
+@contextlib.contextmanager
+def _stuck_reported(as_json: bool):
+    """A stalled run's picture printed on its way out; the error itself (exit 1) is main's to print."""
+    try:
+        yield
+    except WorkersStuck as stuck:
+        _report_stuck(stuck, as_json)
+        raise
 
 
 def _report_stuck(stuck, as_json: bool) -> None:

@@ -1,6 +1,7 @@
 """What a run asks of a Galera cluster's nodes beyond one server's SQL: how far a node has
-applied the cluster's write sets, the tables Galera cannot replicate, and why a transaction
-on a node was rolled back with ERROR 1213.
+applied the cluster's write sets, the tables Galera cannot replicate, why a transaction
+on a node was rolled back with ERROR 1213, and, when a run stalls, the node's applier threads
+and its flow-control state.
 
 Every function takes the tool's own connection to one node (MariaDB with wsrep on).
 """
@@ -8,6 +9,7 @@ Every function takes the tool's own connection to one node (MariaDB with wsrep o
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from ..errors import ServerError
 from . import control
@@ -113,3 +115,55 @@ class RollbackCauses:
                 told[key] = told.get(key, 0) + 1
                 return cause
         return None
+
+
+# The status a node's flow control is read from (wsrep_flow_control_active and _requested are
+# MariaDB 10.11's; an older node lacks them, and they read as off).
+FLOW_STATUS = (
+    "wsrep_flow_control_active",
+    "wsrep_flow_control_requested",
+    "wsrep_local_recv_queue",
+    "wsrep_local_send_queue",
+    "wsrep_flow_control_paused",
+    "wsrep_local_state_comment",
+)
+
+
+@dataclass(frozen=True)
+class FlowControl:
+    """One node's flow-control state: whether it asked the cluster to pause, and its queues."""
+
+    node: int
+    active: bool  # replication is paused cluster-wide, as this node sees it
+    requested: bool  # this node asked for the pause: its receive queue passed the limit
+    recv_queue: int  # write sets received and not yet applied
+    send_queue: int  # local write sets not yet sent
+    paused: float  # share of the time since FLUSH STATUS that replication was paused
+    state: str  # e.g. "Synced"; a "Desynced" node asks for no pause however long its queue
+
+    @property
+    def queued(self) -> bool:
+        return self.active or self.requested or self.recv_queue > 0
+
+
+def flow_control(conn, node: int) -> FlowControl:
+    """The flow-control state of this connection's node."""
+    names = ", ".join(literal(name) for name in FLOW_STATUS)
+    found = control.rows(conn, f"SHOW GLOBAL STATUS WHERE Variable_name IN ({names})")
+    status = {control.text(name).lower(): control.text(value) or "" for name, value in found}
+    return FlowControl(
+        node=node,
+        active=status.get("wsrep_flow_control_active") == "true",
+        requested=status.get("wsrep_flow_control_requested") == "true",
+        recv_queue=int(status.get("wsrep_local_recv_queue") or 0),
+        send_queue=int(status.get("wsrep_local_send_queue") or 0),
+        paused=float(status.get("wsrep_flow_control_paused") or 0),
+        state=status.get("wsrep_local_state_comment", ""),
+    )
+
+
+def appliers(conn) -> list[int]:
+    """The thread ids of the node's appliers: the processlist's 'system user' (the BF aborter
+    is one too, but it holds and waits for no row lock, so it never shows in a lock wait)."""
+    found = control.rows(conn, "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'system user'")
+    return [int(thread) for (thread,) in found]

@@ -5,7 +5,8 @@ Every node counts its own row-lock waits and numbers its own threads, so a worke
 watched, and killed, on the node it talks to: the crew knows it by an id that carries its
 node (node_waits.on_node). After the run each node is read once it has applied every write
 set committed anywhere (`wsrep_sync_wait`), so what one node holds can be set against the
-others'.
+others'. A stalled run reads every node's lock waits, its appliers' with its workers', and
+every node's flow control: on a cluster one node's stuck applier stops every node's commits.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import contextlib
 from dataclasses import dataclass
 
 from . import control
-from .galera import catch_up, last_committed
-from .node_waits import split
+from .galera import FlowControl, appliers, catch_up, flow_control, last_committed
+from .node_waits import on_node, split
 
 
 @dataclass(frozen=True)
@@ -28,11 +29,21 @@ class NodeState:
     checksum: str
 
 
+@dataclass(frozen=True)
+class ClusterLockWaits:
+    """The lock waits of every node, in engine/lock_waits.py's row form, each thread id one
+    that carries its node (node_waits.on_node)."""
+
+    rows: list[tuple[tuple, str | None]]
+    appliers: frozenset[int]  # the nodes' applier threads, which wait and block as workers do
+
+
 class _OnNode:
     """One node's connection where the queue's run-wide reads take a scratch database."""
 
-    def __init__(self, conn):
+    def __init__(self, conn, server):
         self.conn = conn
+        self.server = server
 
     def rows(self, sql: str) -> tuple:
         return control.rows(self.conn, sql)
@@ -59,7 +70,7 @@ class QueueNodes:
 
     def _on(self, node: int) -> _OnNode:
         if node not in self._conns:
-            self._conns[node] = _OnNode(self.server.nodes[node - 1].connect(database=None))
+            self._conns[node] = _OnNode(self.server.nodes[node - 1].connect(database=None), self.server)
         return self._conns[node]
 
     def _numbers(self) -> range:
@@ -71,14 +82,26 @@ class QueueNodes:
 
     def sessions_present(self, session_ids: list[int]) -> set[int]:
         """Which of these threads (ids that carry their node) their node still lists."""
-        by_node: dict[int, dict[int, int]] = {}
-        for session_id in session_ids:
-            node, thread_id = split(session_id)
-            by_node.setdefault(node, {})[thread_id] = session_id
         present = set()
-        for node, ids in by_node.items():
+        for node, ids in _by_node(session_ids).items():
             present |= {ids[t] for t in self.queue.sessions_present(self._on(node), list(ids))}
         return present
+
+    def lock_waits(self, session_ids: list[int]) -> ClusterLockWaits:
+        """Every lock wait of these threads (ids that carry their node) and of every node's
+        appliers, each read on its own node: a node's lock tables show its own threads only."""
+        by_node = _by_node(session_ids)
+        rows: list[tuple[tuple, str | None]] = []
+        threads_of_appliers: set[int] = set()
+        for node in self._numbers():
+            own_appliers = appliers(self._on(node).conn)
+            threads_of_appliers |= {on_node(node, t) for t in own_appliers}
+            for row, mode in self.queue.lock_waits(self._on(node), [*by_node.get(node, ()), *own_appliers]):
+                rows.append(((_on(node, row[0]), _on(node, row[1]), *row[2:]), mode))
+        return ClusterLockWaits(rows, frozenset(threads_of_appliers))
+
+    def flow_control(self) -> list[FlowControl]:
+        return [flow_control(self._on(node).conn, node) for node in self._numbers()]
 
     def kill(self, session_id: int) -> None:
         """End a worker's thread on its own node; ServerError when it is already gone."""
@@ -113,3 +136,17 @@ class QueueNodes:
         conn = self.server.nodes[node - 1].connect(database=None)
         control.execute(conn, "SET SESSION wsrep_sync_wait = 1")
         return contextlib.closing(conn)
+
+
+def _by_node(session_ids: list[int]) -> dict[int, dict[int, int]]:
+    """node -> {the node's own thread id: the run's id} of ids that carry their node."""
+    by_node: dict[int, dict[int, int]] = {}
+    for session_id in session_ids:
+        node, thread_id = split(session_id)
+        by_node.setdefault(node, {})[thread_id] = session_id
+    return by_node
+
+
+def _on(node: int, thread) -> int | None:
+    """A thread id of a lock-table row as the run's id; None stays (no client thread)."""
+    return None if thread is None else on_node(node, int(thread))

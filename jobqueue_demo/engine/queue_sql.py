@@ -135,5 +135,6 @@ class QueueEngine:
 
     def on_nodes(self, server, database: str):
         """The queue on each node of a cluster (galera_queue.QueueNodes): its counters, the
-        workers' threads by node, and what each node holds at the end."""
+        workers' threads by node, a stall's lock waits and flow control, and what each node
+        holds at the end."""
         raise NotImplementedError

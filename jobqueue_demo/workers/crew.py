@@ -45,6 +45,8 @@ READY_TIMEOUT_S = 30.0
 # A run with no completed job for this long is stuck (or the server is); long enough for
 # the slowest strategy at the largest --work-ms.
 STALL_S = 30.0
+# Below a few supervising ticks a run would count its own start as a stall.
+STALL_RANGE_S = (0.1, 3600)
 PROGRESS_EVERY_S = 0.25
 TICK_S = 0.02
 # While a kill waits for a worker in its transaction, or for the server to drop the killed
@@ -96,6 +98,7 @@ def validate(config: WorkersConfig) -> None:
         raise UsageError(f"unknown state order {config.state_order!r}: choose from {', '.join(STATE_ORDERS)}")
     if config.lease_ms is not None:
         _in_range("lease-ms", config.lease_ms, 1, MAX_LEASE_MS)
+    _in_range("stall", config.stall_s, *STALL_RANGE_S)
 
 
 def _in_range(name: str, value: float, low: float, high: float) -> None:
@@ -230,7 +233,8 @@ class Scratch:
         # The workers' SQL is the tool's own: no per-run user to confine it.
         self.database = server.seam.scratch(server, confine=False)
         self.name = self.database.name
-        # On a cluster, each node's counters, the workers' threads on their nodes, each node's rows.
+        # On a cluster, each node's counters, the workers' threads on their nodes, a stall's
+        # picture read on every node, each node's rows.
         self.nodes = self.queue.on_nodes(server, self.name) if len(server.nodes) > 1 else None
 
     def __enter__(self) -> Scratch:
@@ -659,12 +663,8 @@ def _progress(crew: Crew, scratch: Scratch, killer: Killer, watch: _Watch, now: 
 
 
 def _worker_threads(crew: Crew) -> dict[int, int]:
-    """Server thread id -> worker index, for the workers that still run."""
-    return {
-        crew.counter(i, Field.THREAD_ID): i
-        for i in range(crew.size)
-        if crew.states[i] == "running" and crew.counter(i, Field.THREAD_ID)
-    }
+    """The run's thread id (which carries the node on a cluster) -> worker index, for the workers that still run."""
+    return {crew.thread_id(i): i for i in range(crew.size) if crew.states[i] == "running" and crew.thread_id(i)}
 
 
 def _summary(

@@ -3,19 +3,31 @@
 When no job completes for the stall window the run ends with exit 1, and this says who waits
 for whom, in which lock mode, on which index record, and how many rows each waiter has
 locked. The server's lock tables are read by the engine (engine/queue_sql.py's `lock_waits`).
+
+On a Galera cluster every node's lock tables are read (engine/galera_queue.py), each thread
+is named with its node ("worker 3@2", "the applier of node 2"), and a line gives the nodes'
+flow control when a node holds write sets it has not applied: one node's stuck applier stops
+every node's commits, with no lock wait anywhere else to show for it.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..engine.galera import FlowControl
 from ..engine.lock_waits import as_text
+from ..engine.node_waits import split
 from ..errors import ServerError
+
+FLOW_CONTROL_NOTE = (
+    "Flow control pauses every node's commits until the node that requested it has applied its receive queue: "
+    "see 'A hang a single applier can cause' in docs/workers.md"
+)
 
 
 @dataclass(frozen=True)
 class LockWait:
-    waiter: str  # "worker 3", or "thread 812" for a connection that is not a worker of this run
+    waiter: str  # "worker 3" ("worker 3@2" on a cluster), or "thread 812 (not a worker of this run)"
     blocker: str
     mode: str  # the waiting lock's mode, as complete as the server tells it
     blocking_mode: str
@@ -43,9 +55,14 @@ class LockWait:
 class Diagnosis:
     waits: list[LockWait] = field(default_factory=list)
     note: str = ""
+    flow: list[FlowControl] = field(default_factory=list)  # every node's, on a cluster
 
     def lines(self) -> list[str]:
-        """One line per waiting lock, its blockers named together."""
+        """One line per waiting lock, its blockers named together; on a cluster, the nodes'
+        flow control when a node has write sets it has not applied."""
+        return self._lock_lines() + _flow_lines(self.flow)
+
+    def _lock_lines(self) -> list[str]:
         if not self.waits:
             return [self.note or "no worker waits for a lock: the server, not a lock, is what stalls"]
         grouped: dict[tuple, list[str]] = {}
@@ -55,33 +72,59 @@ class Diagnosis:
         return lines + ([self.note] if self.note else [])
 
     def as_dict(self) -> dict:
-        return {"waits": [asdict(w) for w in self.waits], "note": self.note}
+        found = {"waits": [asdict(w) for w in self.waits], "note": self.note}
+        return found | ({"flow": [asdict(f) for f in self.flow]} if self.flow else {})
+
+
+@dataclass(frozen=True)
+class _Names:
+    """What the picture calls a thread: the run's ids carry their node on a cluster."""
+
+    workers: dict[int, int]  # the run's thread id -> worker index
+    appliers: frozenset[int] = frozenset()
+    cluster: bool = False
+
+    def __call__(self, thread) -> str:
+        if thread is None:
+            return "a transaction with no client thread"
+        thread = int(thread)
+        node, own = split(thread)
+        at = f"@{node}" if self.cluster else ""
+        if thread in self.appliers:
+            return f"the applier of node {node}"
+        return f"worker {self.workers[thread]}{at}" if thread in self.workers else f"thread {own}{at} (not a worker of this run)"
 
 
 def diagnose(scratch, threads: dict[int, int]) -> Diagnosis:
-    """The lock waits of the run's workers (`scratch`: crew.Scratch; `threads`: server thread id -> worker index)."""
+    """The lock waits of the run's workers (`scratch`: crew.Scratch; `threads`: the run's thread
+    id, crew.Crew.thread_id, -> worker index); on a cluster, every node's, appliers included."""
     if not threads:
         return Diagnosis(note="no worker is running")
     try:
-        waits = [_wait(row, threads, full_mode) for row, full_mode in scratch.queue.lock_waits(scratch.database, list(threads))]
+        if scratch.nodes is not None:
+            return _on_cluster(scratch.nodes, threads)
+        found = scratch.queue.lock_waits(scratch.database, list(threads))
+        return _diagnosis([_wait(row, _Names(threads), full_mode) for row, full_mode in found])
     except ServerError as exc:
         # e.g. a DSN user without PROCESS: the stall is still reported, with what is missing.
         return Diagnosis(note=f"the server did not show its locks ({exc})")
-    return Diagnosis(waits=sorted(waits, key=lambda w: (-w.waiter_active_s, w.waiter)), note=_note(waits))
 
 
-def _name(thread, threads: dict[int, int]) -> str:
-    if thread is None:
-        return "a transaction with no client thread"
-    thread = int(thread)
-    return f"worker {threads[thread]}" if thread in threads else f"thread {thread} (not a worker of this run)"
+def _on_cluster(nodes, threads: dict[int, int]) -> Diagnosis:
+    found = nodes.lock_waits(list(threads))
+    names = _Names(threads, found.appliers, cluster=True)
+    return _diagnosis([_wait(row, names, full_mode) for row, full_mode in found.rows], nodes.flow_control())
 
 
-def _wait(row: tuple, threads: dict[int, int], full_mode: str | None) -> LockWait:
+def _diagnosis(waits: list[LockWait], flow: list[FlowControl] | None = None) -> Diagnosis:
+    return Diagnosis(waits=sorted(waits, key=lambda w: (-w.waiter_active_s, w.waiter)), note=_note(waits), flow=flow or [])
+
+
+def _wait(row: tuple, names: _Names, full_mode: str | None) -> LockWait:
     waiter, blocker, mode, blocking_mode, table, index, record, rows_locked, structs, active, query = row
     return LockWait(
-        waiter=_name(waiter, threads),
-        blocker=_name(blocker, threads),
+        waiter=names(waiter),
+        blocker=names(blocker),
         mode=full_mode or as_text(mode),
         blocking_mode=as_text(blocking_mode),
         table=as_text(table).replace("`", "").rpartition(".")[2],
@@ -106,3 +149,21 @@ def _note(waits: list[LockWait]) -> str:
             "claims gap-locked under REPEATABLE READ: see 'The livelock' in docs/workers.md"
         )
     return ""
+
+
+def _flow_lines(flow: list[FlowControl]) -> list[str]:
+    """One line for the nodes with write sets queued or flow control on, none when no node has."""
+    queued = [f for f in flow if f.queued]
+    if not queued:
+        return []
+    figures = "; ".join(_figures(f) for f in queued) + "; paused is the share of the time since FLUSH STATUS"
+    if any(f.active or f.requested for f in queued):
+        return [f"flow control: {figures}. {FLOW_CONTROL_NOTE}"]
+    return [f"write sets not yet applied: {figures}. No node requested flow control, so none is paused for them"]
+
+
+def _figures(flow: FlowControl) -> str:
+    said = [word for word, on in (("requested", flow.requested), ("active", flow.active)) if on]
+    state = "" if flow.state in ("", "Synced") else f" ({flow.state})"
+    figures = [f"receive queue {flow.recv_queue:,}", f"send queue {flow.send_queue:,}", f"paused {flow.paused:.0%}"]
+    return f"node {flow.node}{state}: {', '.join(said + figures)}"
