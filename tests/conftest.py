@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,24 @@ def scratch_databases(info) -> set[str]:
         return {row[0] for row in conn.store_result().fetch_row(0)}
     finally:
         conn.close()
+
+
+def left_behind(info, before: set[str]) -> set[str]:
+    """Scratch databases that appeared since `before` and that no live run owns.
+
+    On a shared server another suite's run may have one open at the same time; it holds its
+    run's named lock (the database's name, a snapshot's without its suffix) until it has
+    dropped it, so one left behind is one whose lock is free.
+    """
+    from jobqueue_demo.engine import control
+    from jobqueue_demo.engine.scratch import SNAPSHOT_SUFFIX
+
+    new = scratch_databases(info) - before
+    with closing(info.params.connect()) as conn:
+        return {
+            name for name in new
+            if control.flag(conn, f"SELECT IS_FREE_LOCK('{name.removesuffix(SNAPSHOT_SUFFIX)}')")
+        }
 
 
 def dsn_of(info) -> str:

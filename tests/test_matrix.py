@@ -7,7 +7,7 @@ from contextlib import closing, redirect_stdout
 
 import pytest
 
-from conftest import LOCAL_DSN, ROOT, cli, dsn_of, scratch_databases
+from conftest import LOCAL_DSN, ROOT, cli, dsn_of, left_behind, scratch_databases
 from jobqueue_demo import api as core
 from jobqueue_demo.engine import control
 from jobqueue_demo.engine import embedded as engine_server
@@ -73,7 +73,7 @@ def test_a_global_variable_is_refused_on_a_shared_server(local, tmp_path):
         "jobqueue-demo: --matrix innodb_print_all_deadlocks: a global-only variable, set only on the private "
         "embedded server (leave out --dsn); a shared server's globals are not changed"
     ]
-    assert scratch_databases(local) <= before
+    assert left_behind(local, before) == set()
 
 
 def test_a_global_variable_is_set_on_the_embedded_server_and_put_back(embedded):

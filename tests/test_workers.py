@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from conftest import LOCAL_DSN, ROOT, cli, local_server_reachable, scratch_databases
+from conftest import LOCAL_DSN, ROOT, cli, left_behind, local_server_reachable, scratch_databases
 from jobqueue_demo.workers.strategies import REGISTRY
 from jobqueue_demo.errors import UsageError
 from jobqueue_demo.workers.stall import diagnose
@@ -115,28 +115,15 @@ def test_ceiling_runs_without_contention(server):
     assert (summary.deadlocks, summary.empty_claims) == (0, 3)
 
 
-def worker_databases(info) -> set[str]:
-    """Scratch databases of workers runs: other tests may use jqd_ names at the same time."""
-    conn = info.params.connect()
-    try:
-        conn.query(
-            b"SELECT table_schema FROM information_schema.tables WHERE table_schema LIKE 'jqd\\_%'"
-            b" AND table_name IN ('completions', 'effects') GROUP BY table_schema HAVING COUNT(*) = 2"
-        )
-        return {row[0] for row in conn.store_result().fetch_row(0)}
-    finally:
-        conn.close()
-
-
 def test_runs_leave_no_scratch_database(local):
     before = scratch_databases(local)
     run_workers(WorkersConfig(workers=2, jobs=10, kill=1), local)
-    assert not (scratch_databases(local) - before) & worker_databases(local)
+    assert left_behind(local, before) == set()
     # Other engineers' runs use the same server: only what appears during this call counts.
     before = scratch_databases(local)
     with pytest.raises(UsageError):
         run_workers(WorkersConfig(workers=2, jobs=10, kill=5), local)
-    assert not (scratch_databases(local) - before) & worker_databases(local)
+    assert left_behind(local, before) == set()
 
 
 @pytest.mark.parametrize(
@@ -223,7 +210,7 @@ def test_cli_bench_tiny_sweep(tmp_path):
 def test_ctrl_c_leaves_nothing_behind(local):
     before = scratch_databases(local)
     interrupted_run("--dsn", LOCAL_DSN)
-    assert not (scratch_databases(local) - before) & worker_databases(local)
+    assert left_behind(local, before) == set()
 
 
 def interrupted_run(*args: str) -> None:
