@@ -60,3 +60,52 @@ def test_mysql_sweep_keeps_a_look_alike_database():
             assert value(admin, f"SELECT v FROM {quote(name)}.precious") == "42"
         finally:
             execute(admin, f"DROP DATABASE IF EXISTS {quote(name)}")
+
+
+# -- an interrupted cleanup ---------------------------------------------------------------
+
+INTERRUPTED_SWEEP = """
+import os, sys
+from pathlib import Path
+from jobqueue_demo.engine.leftovers import sweep_dirs
+
+files = int(sys.argv[2])
+removed = []
+
+def interrupt_before_the_last_file(event, args):
+    # Ctrl-C as the sweep is about to remove the last of the run's files.
+    if event == "os.remove" and os.path.basename(os.fsdecode(args[0])).startswith("file-"):
+        removed.append(args[0])
+        if len(removed) == files:
+            raise KeyboardInterrupt
+
+sys.addaudithook(interrupt_before_the_last_file)
+try:
+    sweep_dirs(folder=Path(sys.argv[1]))
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+def test_an_interrupted_cleanup_leaves_the_marker_with_the_rest(tmp_path):
+    import subprocess
+    import sys
+
+    from jobqueue_demo.engine.leftovers import sweep_dirs
+    from jobqueue_demo.engine.owner import MARKER, hold
+
+    files = 200
+    run = tmp_path / "jobqueue-demo-killed"
+    run.mkdir()
+    for i in range(files):
+        (run / f"file-{i:03}").write_bytes(b"x")
+    hold(run).close()  # made last, as a directory's later entries; its run is gone
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_SWEEP, str(tmp_path), str(files)], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout == "interrupted\n", done.stderr
+    left = {p.name for p in run.iterdir()}
+    assert MARKER in left, f"the marker went before {len(left)} other file(s): no sweep would ever take them"
+    assert len(left) == 2
+    assert [f.name for f in sweep_dirs(folder=tmp_path).found] == [str(run)]
+    assert not run.exists()
