@@ -3,12 +3,16 @@ only inside the run's own directory, even when another local user is hostile."""
 
 from __future__ import annotations
 
+import json
 import secrets
+import shutil
+import tempfile
 from contextlib import closing
+from pathlib import Path
 
 import pytest
 
-from conftest import LOCAL_DSN, LOCAL_PG_DSN, cli, local_pg_reachable, local_server_reachable
+from conftest import LOCAL_DSN, LOCAL_PG_DSN, cli, dsn_env, local_pg_reachable, local_server_reachable
 
 # -- the sweep drops only what the tool made ------------------------------------------------
 
@@ -109,3 +113,69 @@ def test_an_interrupted_cleanup_leaves_the_marker_with_the_rest(tmp_path):
     assert len(left) == 2
     assert [f.name for f in sweep_dirs(folder=tmp_path).found] == [str(run)]
     assert not run.exists()
+
+
+# -- files only where meant: a table's files -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "sql, line",
+    [
+        ("steps:\n  - A: CREATE TABLE t (v INT) DATA DIRECTORY = '/tmp/x';\n", 5),
+        ("steps:\n  - A: SELECT 1;\n  - A: ALTER TABLE t ENGINE=MyISAM index /* hidden */ Directory '/tmp/x';\n", 6),
+        ("setup: |\n  CREATE TABLE a (v INT);\n  CREATE TABLE t (v INT)\n    DATA -- a comment\n    DIRECTORY '/x';\nsteps:\n  - A: SELECT 1;\n", 7),
+        ("invariants:\n  - name: i\n    sql: SELECT 1 FROM t DATA DIRECTORY\n    expect: [[1]]\nsteps:\n  - A: SELECT 1;\n", 6),
+    ],
+    ids=["step", "hidden-by-a-comment", "setup", "invariant"],
+)
+def test_scenario_sql_naming_a_directory_for_a_table_is_refused_at_its_line(tmp_path, sql, line):
+    from jobqueue_demo.errors import ScenarioError
+    from jobqueue_demo.scenario.loader import load_scenario
+
+    path = tmp_path / "dir.yaml"
+    path.write_text("title: files elsewhere\nsessions:\n  A:\n" + sql)
+    with pytest.raises(ScenarioError, match="DIRECTORY would put a table's files outside") as refused:
+        load_scenario(str(path))
+    assert refused.value.line == line, str(refused.value)
+
+
+def _elsewhere_scenario(tmp_path, elsewhere: str) -> str:
+    """Each way to make the server write where the statement says, the words hidden from a
+    reader of the text (PREPARE of a string built at run time), then what the tables became."""
+    hidden = {
+        "innodb": f"CREATE TABLE t1 (v INT) DATA DIRE' 'CTORY = ''{elsewhere}''",
+        "myisam": f"CREATE TABLE t2 (v INT) ENGINE=MyISAM DATA DIRE' 'CTORY = ''{elsewhere}'' INDEX DIRE' 'CTORY = ''{elsewhere}''",
+        "aria": f"CREATE TABLE t3 (v INT) ENGINE=Aria DATA DIRE' 'CTORY = ''{elsewhere}'' INDEX DIRE' 'CTORY = ''{elsewhere}''",
+        "alter": f"ALTER TABLE t ENGINE=InnoDB DATA DIRE' 'CTORY = ''{elsewhere}''",
+    }
+    steps = []
+    for text in hidden.values():
+        steps += [f"SET @s = CONCAT('{text}');", "PREPARE s FROM @s;", "EXECUTE s;"]
+    steps += [f"SELECT 1 INTO DUMPFILE '{elsewhere}/dump';", f"LOAD DATA INFILE '{elsewhere}/../x' INTO TABLE t;"]
+    steps += [f"SHOW CREATE TABLE {table};" for table in ("t", "t1", "t2", "t3")]
+    body = "".join(f"  - A: {json.dumps(step)}\n" for step in steps)
+    path = tmp_path / "elsewhere.yaml"
+    path.write_text(f"title: files elsewhere\nsessions:\n  A:\nsetup: CREATE TABLE t (v INT);\nsteps:\n{body}")
+    return str(path)
+
+
+@pytest.mark.parametrize("shared_user", [False, True], ids=["per-run-user", "shared-user"])
+def test_no_table_file_lands_outside_the_server(tmp_path, server, shared_user):
+    if shared_user and not server.embedded:
+        pytest.skip("--allow-shared-user on --dsn runs as the DSN's own account: its privileges are the owner's choice")
+    elsewhere = Path(tempfile.mkdtemp(prefix="jqd-test-elsewhere-"))
+    elsewhere.chmod(0o777)  # a server running as its own OS user could write here
+    try:
+        shared = ("--allow-shared-user",) if shared_user else ()
+        done = cli(*shared, "run", _elsewhere_scenario(tmp_path, str(elsewhere)), "--format", "json", env=dsn_env(server))
+        assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+        results = [e for e in map(json.loads, done.stdout.splitlines()) if e["event"] == "statement"]
+        created = [r for r in results if r["statement"].startswith("SHOW CREATE")]
+        assert len(created) == 4, done.stdout
+        assert all("DIRECTORY" not in json.dumps(r.get("result")) for r in created), created
+        dump, load = results[12:14]
+        refused = {1290} if shared_user else {1045, 1227}  # secure_file_priv; no FILE privilege
+        assert dump["error"]["errno"] in refused and load["error"]["errno"] in refused, (dump, load)
+        assert list(elsewhere.iterdir()) == []
+    finally:
+        shutil.rmtree(elsewhere)

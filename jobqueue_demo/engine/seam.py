@@ -78,9 +78,12 @@ class MySqlSeam:
         the connection is gone."""
         import MySQLdb
 
+        from .server import SESSION_INIT
+
         params = scratch.session_params
         try:
             session.conn.change_user(params.user, params.password, scratch.name)
+            session.conn.query(SESSION_INIT.encode())
             if settings_sql:
                 session.conn.query(settings_sql.encode())
         except MySQLdb.OperationalError:
