@@ -179,3 +179,42 @@ def test_no_table_file_lands_outside_the_server(tmp_path, server, shared_user):
         assert list(elsewhere.iterdir()) == []
     finally:
         shutil.rmtree(elsewhere)
+
+
+# -- files only where meant: PostgreSQL -------------------------------------------------------
+
+
+def _pg_files_scenario(tmp_path, elsewhere: str) -> str:
+    """Each way PostgreSQL reads or writes a file, or runs a program, for the role that may."""
+    steps = [
+        f"COPY (SELECT 1) TO '{elsewhere}/copy';",
+        "COPY t FROM '/etc/hostname';",
+        f"COPY (SELECT 1) TO PROGRAM 'touch {elsewhere}/program';",
+        f"CREATE TABLESPACE jqd_test_ts LOCATION '{elsewhere}';",
+        "SELECT pg_read_file('/etc/hostname');",
+        f"SELECT lo_export(lo_from_bytea(0, 'x'), '{elsewhere}/lo');",
+        "SELECT pg_ls_dir('.');",
+        f"DO $$ BEGIN EXECUTE 'COPY (SELECT 1) TO ''' || '{elsewhere}/hidden' || ''''; END $$;",
+    ]
+    body = "".join(f"  - A: {json.dumps(step)}\n" for step in steps)
+    path = tmp_path / "pg-files.yaml"
+    path.write_text(f"title: files\nengines: [postgresql]\nsessions:\n  A:\nsetup: CREATE TABLE t (v int);\nsteps:\n{body}")
+    return str(path)
+
+
+@pytest.mark.parametrize("shared_user", [False, True], ids=["per-run-role", "shared-user"])
+def test_postgresql_scenario_sql_reaches_no_file(tmp_path, pg, shared_user):
+    if shared_user and not pg.embedded:
+        pytest.skip("--allow-shared-user on --dsn runs as the DSN's own role: its privileges are the owner's choice")
+    elsewhere = Path(tempfile.mkdtemp(prefix="jqd-test-elsewhere-"))
+    elsewhere.chmod(0o777)  # the server's own OS user could write here
+    try:
+        shared = ("--allow-shared-user",) if shared_user else ()
+        dsn = () if pg.embedded else ("--dsn", LOCAL_PG_DSN)
+        done = cli(*shared, "--engine", "postgresql", "run", _pg_files_scenario(tmp_path, str(elsewhere)), *dsn, "--format", "json")
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        results = [e for e in map(json.loads, done.stdout.splitlines()) if e["event"] == "statement"]
+        assert [r.get("error", {}).get("sqlstate") for r in results] == ["42501"] * 8, done.stdout
+        assert list(elsewhere.iterdir()) == []
+    finally:
+        shutil.rmtree(elsewhere)
