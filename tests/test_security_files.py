@@ -7,7 +7,7 @@ import json
 import secrets
 import shutil
 import tempfile
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -153,32 +153,47 @@ def _elsewhere_scenario(tmp_path, elsewhere: str) -> str:
         steps += [f"SET @s = CONCAT('{text}');", "PREPARE s FROM @s;", "EXECUTE s;"]
     steps += [f"SELECT 1 INTO DUMPFILE '{elsewhere}/dump';", f"LOAD DATA INFILE '{elsewhere}/../x' INTO TABLE t;"]
     steps += [f"SHOW CREATE TABLE {table};" for table in ("t", "t1", "t2", "t3")]
-    body = "".join(f"  - A: {json.dumps(step)}\n" for step in steps)
-    path = tmp_path / "elsewhere.yaml"
-    path.write_text(f"title: files elsewhere\nsessions:\n  A:\nsetup: CREATE TABLE t (v INT);\nsteps:\n{body}")
-    return str(path)
+    return _scenario(tmp_path, "", steps)
 
 
 @pytest.mark.parametrize("shared_user", [False, True], ids=["per-run-user", "shared-user"])
 def test_no_table_file_lands_outside_the_server(tmp_path, server, shared_user):
-    if shared_user and not server.embedded:
-        pytest.skip("--allow-shared-user on --dsn runs as the DSN's own account: its privileges are the owner's choice")
-    elsewhere = Path(tempfile.mkdtemp(prefix="jqd-test-elsewhere-"))
-    elsewhere.chmod(0o777)  # a server running as its own OS user could write here
-    try:
-        shared = ("--allow-shared-user",) if shared_user else ()
-        done = cli(*shared, "run", _elsewhere_scenario(tmp_path, str(elsewhere)), "--format", "json", env=dsn_env(server))
-        assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
-        results = [e for e in map(json.loads, done.stdout.splitlines()) if e["event"] == "statement"]
+    with _elsewhere(server, shared_user) as (elsewhere, shared):
+        results = _statements(*shared, "run", _elsewhere_scenario(tmp_path, str(elsewhere)), env=dsn_env(server))
         created = [r for r in results if r["statement"].startswith("SHOW CREATE")]
-        assert len(created) == 4, done.stdout
+        assert len(created) == 4, results
         assert all("DIRECTORY" not in json.dumps(r.get("result")) for r in created), created
         dump, load = results[12:14]
         refused = {1290} if shared_user else {1045, 1227}  # secure_file_priv; no FILE privilege
         assert dump["error"]["errno"] in refused and load["error"]["errno"] in refused, (dump, load)
         assert list(elsewhere.iterdir()) == []
+
+
+def _scenario(tmp_path, head: str, steps: list[str]) -> str:
+    body = "".join(f"  - A: {json.dumps(step)}\n" for step in steps)
+    path = tmp_path / "files.yaml"
+    path.write_text(f"title: files elsewhere\n{head}sessions:\n  A:\nsetup: CREATE TABLE t (v INT);\nsteps:\n{body}")
+    return str(path)
+
+
+@contextmanager
+def _elsewhere(info, shared_user: bool):
+    """(a directory outside every run, world-writable as a server running as its own OS user
+    could write in it, the global option for the user asked for); removed after."""
+    if shared_user and not info.embedded:
+        pytest.skip("--allow-shared-user on --dsn runs as the DSN's own account: its privileges are the owner's choice")
+    folder = Path(tempfile.mkdtemp(prefix="jqd-test-elsewhere-"))
+    folder.chmod(0o777)
+    try:
+        yield folder, ("--allow-shared-user",) if shared_user else ()
     finally:
-        shutil.rmtree(elsewhere)
+        shutil.rmtree(folder)
+
+
+def _statements(*args: str, env: dict | None = None) -> list[dict]:
+    done = cli(*args, "--format", "json", env=env)
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+    return [e for e in map(json.loads, done.stdout.splitlines()) if e["event"] == "statement"]
 
 
 # -- files only where meant: PostgreSQL -------------------------------------------------------
@@ -196,25 +211,13 @@ def _pg_files_scenario(tmp_path, elsewhere: str) -> str:
         "SELECT pg_ls_dir('.');",
         f"DO $$ BEGIN EXECUTE 'COPY (SELECT 1) TO ''' || '{elsewhere}/hidden' || ''''; END $$;",
     ]
-    body = "".join(f"  - A: {json.dumps(step)}\n" for step in steps)
-    path = tmp_path / "pg-files.yaml"
-    path.write_text(f"title: files\nengines: [postgresql]\nsessions:\n  A:\nsetup: CREATE TABLE t (v int);\nsteps:\n{body}")
-    return str(path)
+    return _scenario(tmp_path, "engines: [postgresql]\n", steps)
 
 
 @pytest.mark.parametrize("shared_user", [False, True], ids=["per-run-role", "shared-user"])
 def test_postgresql_scenario_sql_reaches_no_file(tmp_path, pg, shared_user):
-    if shared_user and not pg.embedded:
-        pytest.skip("--allow-shared-user on --dsn runs as the DSN's own role: its privileges are the owner's choice")
-    elsewhere = Path(tempfile.mkdtemp(prefix="jqd-test-elsewhere-"))
-    elsewhere.chmod(0o777)  # the server's own OS user could write here
-    try:
-        shared = ("--allow-shared-user",) if shared_user else ()
+    with _elsewhere(pg, shared_user) as (elsewhere, shared):
         dsn = () if pg.embedded else ("--dsn", LOCAL_PG_DSN)
-        done = cli(*shared, "--engine", "postgresql", "run", _pg_files_scenario(tmp_path, str(elsewhere)), *dsn, "--format", "json")
-        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
-        results = [e for e in map(json.loads, done.stdout.splitlines()) if e["event"] == "statement"]
-        assert [r.get("error", {}).get("sqlstate") for r in results] == ["42501"] * 8, done.stdout
+        results = _statements(*shared, "--engine", "postgresql", "run", _pg_files_scenario(tmp_path, str(elsewhere)), *dsn)
+        assert [r.get("error", {}).get("sqlstate") for r in results] == ["42501"] * 8, results
         assert list(elsewhere.iterdir()) == []
-    finally:
-        shutil.rmtree(elsewhere)
