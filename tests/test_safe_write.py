@@ -119,3 +119,85 @@ def test_record_leaves_the_file_alone_when_its_text_would_not_load(tmp_path, emb
     assert "would not load" in done.stderr and "left unchanged" in done.stderr
     assert path.read_text() == text
     assert [p.name for p in tmp_path.iterdir()] == ["comma.yaml"]
+
+
+# -- a path another local user prepared ---------------------------------------------------
+
+OTHER, ANOTHER = 65534, 65533  # uids that are not ours
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="making files of another user needs root")
+
+
+def _shared(tmp_path, owner: int | None = None):
+    """A sticky world-writable directory, as /tmp, and a file of ours elsewhere."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    if owner is not None:
+        os.chown(shared, owner, owner)
+    victim = tmp_path / "private" / "notes.txt"
+    victim.parent.mkdir()
+    victim.write_text("mine")
+    return shared, victim
+
+
+def _planted(link, target, uid: int):
+    link.symlink_to(target)
+    os.lchown(link, uid, uid)
+    return link
+
+
+@as_root
+def test_export_refuses_a_symlink_another_user_planted_in_a_shared_directory(tmp_path):
+    shared, victim = _shared(tmp_path)
+    page = _planted(shared / "page.html", victim, OTHER)
+    done = cli("export", "nowait", "-o", str(page), env={"JOBQUEUE_DEMO_DSN": "mysql://root@127.0.0.1:1/"})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "another user (uid 65534)" in done.stderr and "refusing to follow" in done.stderr
+    with pytest.raises(UsageError, match="refusing to follow"):
+        write_file(str(page), "theirs")
+    assert victim.read_text() == "mine" and page.is_symlink()
+
+
+@as_root
+@pytest.mark.parametrize(
+    "made",
+    [
+        "a directory of the path",  # shared/dir -> private: shared/dir/notes.txt
+        "a link to a link",  # a link of ours in a private directory leads to theirs
+        "a file of theirs",  # protected_regular: their file, replaced, would stay theirs with our text
+    ],
+)
+def test_what_another_user_made_in_a_shared_directory_is_refused(tmp_path, made):
+    shared, victim = _shared(tmp_path)
+    if made == "a directory of the path":
+        path = _planted(shared / "dir", victim.parent, OTHER) / "notes.txt"
+    elif made == "a link to a link":
+        path = tmp_path / "private" / "page.html"
+        path.symlink_to(_planted(shared / "hop", victim, OTHER))
+    else:
+        path = shared / "page.html"
+        path.write_text("theirs")
+        os.chown(path, OTHER, OTHER)
+    with pytest.raises(UsageError, match="another user"):
+        write_file(str(path), "new")
+    assert victim.read_text() == "mine"
+
+
+@as_root
+@pytest.mark.parametrize("case", ["our own link", "the directory owner's link", "a link in a directory not sticky"])
+def test_links_the_kernel_follows_are_followed(tmp_path, case):
+    shared, victim = _shared(tmp_path, owner=ANOTHER if case == "the directory owner's link" else None)
+    if case == "a link in a directory not sticky":
+        shared.chmod(0o777)
+    uid = {"our own link": os.geteuid(), "the directory owner's link": ANOTHER}.get(case, OTHER)
+    write_file(str(_planted(shared / "page.html", victim, uid)), "new")
+    assert victim.read_text() == "new"
+
+
+def test_export_creates_no_file_among_devices(tmp_path):
+    done = cli("export", "nowait", "-o", "/dev/stdout.html", env={"JOBQUEUE_DEMO_DSN": "mysql://root@127.0.0.1:1/"})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "/dev holds devices" in done.stderr
+    assert not os.path.lexists("/dev/stdout.html")
+    with pytest.raises(UsageError, match="/proc holds devices"):
+        write_file(f"/proc/{os.getpid()}/page.md", "x")

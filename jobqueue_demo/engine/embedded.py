@@ -327,6 +327,7 @@ def server_command(binary: ServerBinary, template: Template, workdir: Path) -> l
     ]
     if binary.flavor == "MariaDB":
         command.append(f"--innodb-log-file-size={template.log_file_size}")
+        command.append("--symbolic-links=0")  # DATA/INDEX DIRECTORY ignored: no table files outside the datadir
         # information_schema.METADATA_LOCK_INFO shows who holds metadata locks;
         # MySQL has performance_schema.metadata_locks instead.
         if template.plugin_dir and (Path(template.plugin_dir) / "metadata_lock_info.so").exists():

@@ -12,6 +12,8 @@ On this machine: the embedded servers' `jobqueue-demo-*` directories and multipr
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
 import tempfile
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import control
-from .owner import claim_if_dead
+from .owner import MARKER, claim_if_dead
 from .scratch import DROP_LOCK_WAIT_S, PREFIX, RUN_NAME, SNAPSHOT_SUFFIX, drop_bounded, literal
 
 OLD_NAME = re.compile(rf"^{PREFIX}[0-9a-f]{{10}}({SNAPSHOT_SUFFIX})?$")
@@ -128,11 +130,28 @@ def sweep_dirs(dry_run: bool = False, folder: Path | None = None) -> Sweep:
                 continue  # alive, or not ours
             try:
                 if not dry_run:
-                    shutil.rmtree(path, ignore_errors=True)
+                    _remove_marked(path)
                 out.found.append(Found("directory", str(path), done(dry_run), GONE))
             finally:
                 handle.close()
     return out
+
+
+def _remove_marked(folder: Path) -> None:
+    """`folder` with everything in it, its marker last: a sweep interrupted halfway leaves
+    the marker with the rest, so the next sweep still knows whose the rest is."""
+    with contextlib.suppress(OSError):  # what cannot be removed stays, as rmtree's ignore_errors
+        for entry in os.scandir(folder):
+            if entry.name == MARKER:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+        if os.listdir(folder) == [MARKER]:  # anything left keeps its marker for the next sweep
+            os.unlink(folder / MARKER)
+            os.rmdir(folder)
 
 
 def sweep_cache(root: Path, dry_run: bool = False) -> Sweep:

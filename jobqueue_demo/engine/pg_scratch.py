@@ -147,7 +147,7 @@ class PgScratchDatabase:
 
 
 def sweep_leftovers(conn, dry_run: bool = False) -> list[tuple[str, str, bool]]:
-    """(kind, name, its run is gone) for each `jqd_` database and role of a run; those of runs
+    """(kind, name, its run is gone) for each database and role named as a run; those of runs
     whose advisory lock is free are dropped unless `dry_run`.
 
     The lock is taken before dropping, so a run cannot be both judged dead and alive.
@@ -155,13 +155,11 @@ def sweep_leftovers(conn, dry_run: bool = False) -> list[tuple[str, str, bool]]:
     databases = [r[0] for r in control.rows(conn, "SELECT datname FROM pg_database WHERE datname LIKE 'jqd\\_%'")]
     roles = [r[0] for r in control.rows(conn, "SELECT rolname FROM pg_roles WHERE rolname LIKE 'jqd\\_%'")]
     runs: dict[str, list[tuple[str, str]]] = {}
-    for name in databases:
-        run = name if RUN_NAME.match(name) else name.rpartition("_")[0]
-        if RUN_NAME.match(run):
-            runs.setdefault(run, []).append(("database", name))
-    for name in roles:
+    # Exactly the names a run makes here: its database and its role share the run's name, and
+    # nothing else is ours (`jqd_<16 hex>_anything` is somebody's database that looks alike).
+    for kind, name in [("database", d) for d in databases] + [("user", r) for r in roles]:
         if RUN_NAME.match(name):
-            runs.setdefault(name, []).append(("user", name))
+            runs.setdefault(name, []).append((kind, name))
     found = []
     for run, items in sorted(runs.items()):
         key = f"hashtext({literal(run)})"

@@ -42,6 +42,11 @@ class MySqlSeam:
         with closing(params.connect(database=None)) as conn:
             return sweep_server(conn, dry_run)
 
+    def confines(self, server) -> bool:
+        """Whether scenario SQL runs as the per-run user. As the DSN's user (--allow-shared-user)
+        on the embedded server it is root, kept from files by secure_file_priv."""
+        return not server.shared_user
+
     def scratch(self, server, **options):
         """The run's scratch database (scratch.ScratchDatabase's options)."""
         from .scratch import ScratchDatabase
@@ -78,9 +83,12 @@ class MySqlSeam:
         the connection is gone."""
         import MySQLdb
 
+        from .server import SESSION_INIT
+
         params = scratch.session_params
         try:
             session.conn.change_user(params.user, params.password, scratch.name)
+            session.conn.query(SESSION_INIT.encode())
             if settings_sql:
                 session.conn.query(settings_sql.encode())
         except MySQLdb.OperationalError:
@@ -164,6 +172,12 @@ class PgSeam:
         with closing(params.connect()) as conn:
             found = sweep_leftovers(conn, dry_run)
         return Sweep([Found(kind, name, done(dry_run), GONE) if gone else Found(kind, name, KEPT, ALIVE) for kind, name, gone in found])
+
+    def confines(self, server) -> bool:
+        """Whether scenario SQL runs as the per-run role: always on the embedded server, whose
+        own role is a superuser, whom nothing keeps from the server's files (COPY ... TO a file
+        or a PROGRAM); --allow-shared-user is for a DSN role that may not create roles."""
+        return server.embedded or not server.shared_user
 
     def scratch(self, server, **options):
         from .pg_scratch import PgScratchDatabase

@@ -35,6 +35,14 @@ MAX_SOCKET_TIMEOUT_S = 86400
 # A --step or --pace pause may be long, and a server's global wait_timeout short: the
 # server default (8 hours) for every connection, so an idle control connection is kept.
 SESSION_WAIT_TIMEOUT_S = 28800
+# Every connection's first statement, again after COM_CHANGE_USER (which resets the session).
+# NO_DIR_IN_CREATE: a server that honours DATA/INDEX DIRECTORY (a --dsn one; the embedded one
+# runs with --symbolic-links=0) ignores them, PREPAREd text included, so scenario SQL does not
+# choose where the server writes a table's files unless it changes sql_mode itself.
+SESSION_INIT = (
+    f"SET SESSION wait_timeout = {SESSION_WAIT_TIMEOUT_S}, "
+    "sql_mode = CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'NO_DIR_IN_CREATE')"
+)
 
 
 @dataclass
@@ -87,7 +95,7 @@ class ConnectParams:
             # Whole seconds, at least one: they bound the reads after an answer has begun.
             "read_timeout": _whole_seconds(answer_timeout),
             "write_timeout": _whole_seconds(answer_timeout),
-            "init_command": f"SET SESSION wait_timeout = {SESSION_WAIT_TIMEOUT_S}",
+            "init_command": SESSION_INIT,
             # mysqlclient turns multi-statements on unless told otherwise.
             "multi_statements": multi_statements,
             # LOAD DATA LOCAL would let scenario SQL ask this client for any file it can read.

@@ -34,7 +34,7 @@ class Connections:
         self.settings = settings  # --matrix: SET SESSION assignments for every session, after its own
         self.seam = server.seam
         self.scratch = self.seam.scratch(
-            server, confine=not server.shared_user, multi_statements=True, answer_timeout=step_timeout
+            server, confine=server.seam.confines(server), multi_statements=True, answer_timeout=step_timeout
         )
         self.database = self.scratch.name
         self.control = None

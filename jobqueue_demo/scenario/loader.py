@@ -6,6 +6,7 @@ Nothing here connects to a server: a scenario is fully checked before any connec
 from __future__ import annotations
 
 import os
+import re
 import stat
 
 import yaml
@@ -45,6 +46,12 @@ STATEMENT_KEYS = {"comment", "expect", "capture"}
 SESSION_KEYS = {"isolation", "innodb_lock_wait_timeout", "lock_wait_timeout", "node", "wsrep_sync_wait"}
 MAX_CLUSTER_NODES = 9
 EXPECT_KEYS = {"ok", "columns", "rows", "affected", "error", "waits"}
+
+# Table options that put a table's files in a directory the statement names, outside the
+# server's own. The embedded server ignores them (--symbolic-links=0) and a --dsn server is
+# not ours to configure: refused here, comments between the words included. Only the plain
+# forms: SQL built from strings at run time is the server's to refuse.
+PLACES_FILES = re.compile(r"\b(DATA|INDEX)(?:\s|/\*.*?\*/|(?:--|#)[^\n]*\n)+DIRECTORY\b", re.IGNORECASE | re.DOTALL)
 
 
 def load_scenario(path: str) -> Scenario:
@@ -226,7 +233,7 @@ class _Builder:
         sessions = self.sessions(top["sessions"][1])
         names = {s.name for s in sessions}
         cluster = self.cluster(top, sessions)
-        setup = self.by_engine(top["setup"][1], "setup", self.plain_text) if "setup" in top else {}
+        setup = self.by_engine(top["setup"][1], "setup", self.setup_sql) if "setup" in top else {}
         steps = self.steps(top["steps"][1], names)
         invariants = self.invariants(top["invariants"][1]) if "invariants" in top else {}
         stamps, stamp_span = self.stamps(top)
@@ -489,7 +496,28 @@ class _Builder:
         sql = self.text_of(node, what).strip()
         if not sql:
             self.fail(node, f"{what} is empty")
+        self.check_files(node, what)
         return sql
+
+    def setup_sql(self, node: yaml.Node, what: str, engine: str = "") -> str:
+        sql = self.plain_text(node, what)
+        if sql:
+            self.check_files(node, what)
+        return sql
+
+    def check_files(self, node: yaml.Node, what: str) -> None:
+        """Scenario SQL may not place a table's files itself (PLACES_FILES), on the line it does."""
+        found = PLACES_FILES.search(node.value)
+        if found is None:
+            return
+        block = node.style in ("|", ">")  # its text starts on the line after the indicator
+        line = node.start_mark.line + 1 + block + node.value.count("\n", 0, found.start())
+        raise ScenarioError(
+            self.path,
+            f"{what}: {found.group(1).upper()} DIRECTORY would put a table's files outside the server's data "
+            "directory; scenario SQL may not choose where the server writes",
+            line,
+        )
 
     def expectation(self, node: yaml.Node, what: str, engine: str) -> Expectation:
         """One engine's expectation: an error's spelling is resolved for that engine."""
