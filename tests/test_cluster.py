@@ -51,13 +51,13 @@ def test_three_nodes_form_one_primary_component_without_state_transfer(cluster):
 def test_a_write_on_node_1_is_read_on_node_3(cluster):
     one, three = (cluster.nodes[i].params.connect() for i in (0, 2))
     try:
-        control.execute(one, "CREATE DATABASE jqd_cluster_probe")
-        control.execute(one, "CREATE TABLE jqd_cluster_probe.t (id INT PRIMARY KEY) ENGINE=InnoDB")
-        control.execute(one, "INSERT INTO jqd_cluster_probe.t VALUES (7)")
+        control.execute(one, "CREATE DATABASE probe_cluster_replication")
+        control.execute(one, "CREATE TABLE probe_cluster_replication.t (id INT PRIMARY KEY) ENGINE=InnoDB")
+        control.execute(one, "INSERT INTO probe_cluster_replication.t VALUES (7)")
         control.execute(three, "SET SESSION wsrep_sync_wait = 1")
-        assert value(three, "SELECT id FROM jqd_cluster_probe.t") == "7"
+        assert value(three, "SELECT id FROM probe_cluster_replication.t") == "7"
     finally:
-        control.execute(one, "DROP DATABASE IF EXISTS jqd_cluster_probe")
+        control.execute(one, "DROP DATABASE IF EXISTS probe_cluster_replication")
         one.close()
         three.close()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -486,9 +487,10 @@ def test_a_dsn_role_that_is_no_superuser(pg_local):
     """CREATEDB and CREATEROLE are enough: the run's role is granted to it, so it may cancel
     and end the sessions' backends and reset their tables; without CREATEROLE, one line."""
     from jobqueue_demo.engine.pg_control import execute, quote
-    from jobqueue_demo.engine.scratch import new_name
 
-    name = new_name()
+    # Not named like a run's role (jqd_...): another suite's sweep on this shared server would
+    # drop it under the test.
+    name = f"jqdtest_{secrets.token_hex(8)}"
     admin = pg_local.params.connect()
     execute(admin, f"CREATE ROLE {quote(name)} LOGIN CREATEDB CREATEROLE")
     dsn = f"postgresql://{name}@127.0.0.1:5432/test"

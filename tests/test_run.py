@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import secrets
 from pathlib import Path
 
 import pytest
@@ -132,16 +133,19 @@ def test_record_writes_expectations_that_verify(tmp_path, server):
 
 
 def test_password_is_never_printed(local):
+    # Not named like a run's user (jqd_...): no sweep may take it, and no other suite on the
+    # shared server uses the same name at the same time.
+    user = f"jqdtest_pw_{secrets.token_hex(4)}"
     conn = local.params.connect()
     try:
-        conn.query(b"CREATE USER IF NOT EXISTS 'jqd_pw_test'@'127.0.0.1' IDENTIFIED BY 'S3cret-Pw-77'")
-        conn.query(b"GRANT ALL ON `jqd\\_%`.* TO 'jqd_pw_test'@'127.0.0.1'")
-        conn.query(b"GRANT PROCESS ON *.* TO 'jqd_pw_test'@'127.0.0.1'")
-        dsn = "mysql://jqd_pw_test:S3cret-Pw-77@127.0.0.1:3306/"
+        conn.query(f"CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY 'S3cret-Pw-77'".encode())
+        conn.query(f"GRANT ALL ON `jqd\\_%`.* TO '{user}'@'127.0.0.1'".encode())
+        conn.query(f"GRANT PROCESS ON *.* TO '{user}'@'127.0.0.1'".encode())
+        dsn = f"mysql://{user}:S3cret-Pw-77@127.0.0.1:3306/"
         good = cli("--allow-shared-user", "run", "scenarios/skip-locked.yaml", "--dsn", dsn)
         bad = cli("run", "scenarios/skip-locked.yaml", "--dsn", dsn.replace("Pw-77", "Pw-78"))
     finally:
-        conn.query(b"DROP USER IF EXISTS 'jqd_pw_test'@'127.0.0.1'")
+        conn.query(f"DROP USER IF EXISTS '{user}'@'127.0.0.1'".encode())
         conn.close()
     assert good.returncode == 0, good.stderr
     assert bad.returncode == 3

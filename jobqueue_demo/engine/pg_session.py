@@ -10,7 +10,7 @@ here directly, and values stay in the server's text form.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import FetchTimeout, ServerError
 from .deadlines import INTERRUPT_GRACE_S, shutdown_socket, wait_readable
@@ -81,33 +81,48 @@ def _error(pgconn, result=None) -> PgError:
 
 
 class _Outcome:
-    """One statement's Result, built from its libpq results as they come: the first error, else
-    the last result. In single-row mode a result set comes a row at a time (SINGLE_TUPLE), then
-    ends with an empty TUPLES_OK: MAX_ROWS_KEPT rows are kept, the rest counted."""
+    """One step's Result, built from its libpq results as they come: each statement's result in
+    turn (psql shows them all), the first error ending the step. In single-row mode a result set
+    comes a row at a time (SINGLE_TUPLE), then ends with an empty TUPLES_OK: MAX_ROWS_KEPT rows
+    are kept, the rest counted. `notices` is the session's list that its notice handler fills;
+    each statement's result takes the notices that arrived before it, where psql prints them."""
 
-    def __init__(self, pgconn, started: float):
+    def __init__(self, pgconn, started: float, notices: list[str] | None = None):
         self.pgconn = pgconn
         self.started = started
+        self.notices = notices if notices is not None else []
         self.rows: list[tuple[str | None, ...]] = []
         self.omitted = 0
-        self.result: Result | None = None
+        self.done: list[Result] = []
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.done) and self.done[-1].error is not None
 
     def add(self, result) -> None:
         from psycopg.pq import ExecStatus
 
-        if self.result is not None and self.result.error is not None:
+        if self.failed:
             return
         status = result.status
-        if status in (ExecStatus.SINGLE_TUPLE, ExecStatus.TUPLES_OK):
+        if status == ExecStatus.SINGLE_TUPLE:
             self._keep(result)
-            if status == ExecStatus.TUPLES_OK:
-                self.result = self._rows(result)
+        elif status == ExecStatus.TUPLES_OK:
+            self._keep(result)
+            self._finish(self._rows(result), result)
         elif status in (ExecStatus.COMMAND_OK, ExecStatus.EMPTY_QUERY):
             # PostgreSQL counts the rows an UPDATE matched, changed or not: affected and matched are one.
             count = int(result.command_tuples) if result.command_tuples else None
-            self.result = Result(affected=count if count is not None else 0, elapsed_ms=self.elapsed_ms(), matched=count)
+            self._finish(Result(affected=count if count is not None else 0, matched=count), result)
         else:
-            self.result = Result(error=_error(self.pgconn, result), elapsed_ms=self.elapsed_ms())
+            self._finish(Result(error=_error(self.pgconn, result)), result)
+
+    def _finish(self, made: Result, result) -> None:
+        made.elapsed_ms = self.elapsed_ms()
+        made.tag = result.command_status.decode("utf-8", "replace") if result.command_status else None
+        made.notices, self.notices[:] = tuple(self.notices), []
+        made.warnings = len(made.notices)
+        self.done.append(made)
 
     def _keep(self, result) -> None:
         for r in range(result.ntuples):
@@ -124,8 +139,15 @@ class _Outcome:
             numeric=tuple(result.ftype(c) in NUMERIC_OIDS for c in range(result.nfields)),
             rows=rows,
             omitted=omitted,
-            elapsed_ms=self.elapsed_ms(),
         )
+
+    def outcome(self) -> Result | None:
+        """The step's Result: the last statement's (or the error), the others as its `earlier`."""
+        if not self.done:
+            return None
+        last = self.done[-1]
+        last.earlier = tuple(self.done[:-1])
+        return last
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000.0
@@ -188,20 +210,21 @@ def _copy_ended(pgconn, result, deadline: float, timeout: float) -> bool:
             pgconn.consume_input()
 
 
-def collect(pgconn, started: float, timeout: float = float("inf")) -> Result:
-    """Every result of the statement sent, as one Result: the first error, else the last result.
+def collect(pgconn, started: float, timeout: float = float("inf"), notices: list[str] | None = None) -> Result:
+    """Every result of the statement sent, as one Result: the first error, else the last
+    result, with the results before it as its `earlier` (_Outcome).
 
     A statement that sends no complete answer within `timeout` raises FetchTimeout.
     """
     import psycopg
 
-    outcome = _Outcome(pgconn, started)
+    outcome = _Outcome(pgconn, started, notices)
     try:
         for result in results(pgconn, timeout):
             outcome.add(result)
     except psycopg.OperationalError:  # the connection is gone
-        outcome.result = None
-    return outcome.result or Result(error=_error(pgconn), elapsed_ms=outcome.elapsed_ms())
+        return Result(error=_error(pgconn), elapsed_ms=outcome.elapsed_ms())
+    return outcome.outcome() or Result(error=_error(pgconn), elapsed_ms=outcome.elapsed_ms())
 
 
 def shut(pgconn) -> None:
@@ -239,7 +262,10 @@ def run_script(conn, sql: str) -> str | None:
 
 @dataclass
 class PgSession(Session):
-    """A named session on a psycopg connection whose libpq connection is driven directly."""
+    """A named session on a psycopg connection whose libpq connection is driven directly.
+    `notices`: what the server said besides the results since the last statement's answer."""
+
+    notices: list[str] = field(default_factory=list)
 
     def fileno(self) -> int:
         return self.conn.pgconn.socket
@@ -252,6 +278,7 @@ class PgSession(Session):
         self.sent_at = time.perf_counter()
         if self.closed:  # dropped by a fault step: libpq would write into the dead socket and wait
             return Result(error=PgError(0, CONNECTION_FAILURE, "no connection to the server", "FATAL"))
+        self.notices.clear()  # a reset's or a setting's, not this statement's
         try:
             pgconn.send_query(sql.encode("utf-8"))
             # A row at a time, so that a result of any size takes bounded memory (collect()).
@@ -263,7 +290,7 @@ class PgSession(Session):
         return None
 
     def _answer(self, fetch_timeout: float) -> Result:
-        return collect(self.conn.pgconn, self.sent_at, fetch_timeout)
+        return collect(self.conn.pgconn, self.sent_at, fetch_timeout, self.notices)
 
     def drop_socket(self) -> None:
         """End the connection the way a crashed process does: no Terminate message, no ROLLBACK."""
@@ -279,4 +306,11 @@ def connect_session(name: str, params, database: str, settings_sql: str | None, 
         if result.error:
             conn.close()
             raise ServerError(f"{name}'s session settings were refused: {result.error}")
-    return PgSession(name, conn, conn.pgconn.backend_pid)
+    session = PgSession(name, conn, conn.pgconn.backend_pid)
+    conn.add_notice_handler(lambda diagnostic: session.notices.append(notice_text(diagnostic)))
+    return session
+
+
+def notice_text(diagnostic) -> str:
+    """A notice as psql prints it: `WARNING:  there is already a transaction in progress`."""
+    return f"{diagnostic.severity or 'NOTICE'}:  {diagnostic.message_primary or ''}"

@@ -58,6 +58,14 @@ class Result:
     # Rows an UPDATE matched, changed or not: a lost update may write the value already there
     # (affected 0), and anomaly.py must still see the write.
     matched: int | None = field(default=None, compare=False)
+    # PostgreSQL's command tag (`BEGIN`, `UPDATE 1`, `ROLLBACK` for a COMMIT of an aborted
+    # transaction), which psql prints where mysql says Query OK; None on MySQL.
+    tag: str | None = None
+    # Notices and warnings that arrived with the statement, in psql's form (`WARNING:  ...`).
+    notices: tuple[str, ...] = ()
+    # A step of several statements (PostgreSQL's simple query): the results before this one,
+    # which is the last statement's or the first error, the one expectations are checked against.
+    earlier: tuple[Result, ...] = ()
 
     @property
     def is_rows(self) -> bool:

@@ -23,10 +23,12 @@ from .transcript import (
     SQL,
     Line,
     deadlock_lines,
+    error_notes,
     event_lines,
     fault_text,
     locks_taken_text,
-    result_lines,
+    notice_lines,
+    one_result,
     statement_lines,
     wait_phrase,
 )
@@ -216,9 +218,13 @@ def completed_lines(event: ev.Completed, width: int) -> list[Line]:
     else:
         head = _statement(event.session, event.sql, event.comment)
     result = event.result
-    if result.is_rows and result.error is None:
-        return head + rows_lines(event.session, result.columns, result.numeric, result.rows, width, result.omitted)
-    return head + result_lines(event.session, event.sql, result, event.rollback) + deadlock_lines(event)
+    for each in (*result.earlier, result):
+        head += notice_lines(event.session, each)
+        if each.is_rows and each.error is None:
+            head += rows_lines(event.session, each.columns, each.numeric, each.rows, width, each.omitted)
+        else:
+            head += one_result(event.session, event.sql, each)
+    return head + error_notes(event.session, result, event.rollback) + deadlock_lines(event)
 
 
 def cell_width(sessions: int, width: int, glyphs: Glyphs) -> int:

@@ -6,7 +6,10 @@ are numbered from 1 as `verify` numbers them. A statement that waited on a lock 
 deadlock victim's `statement` is followed by a `deadlock` (the cycle the server broke); on a
 Galera node, a 1213's `error` says what it was in `rolled_back_by` (`deadlock`, `certification
 failure` or `brute-force abort`, from the node's counters), and only a deadlock has a cycle.
-A run that cannot go on ends with a `stuck` (the whole waits-for chain).
+A run that cannot go on ends with a `stuck` (the whole waits-for chain). On PostgreSQL a
+result carries the command tag (`tag`: `ROLLBACK` for a COMMIT of a failed transaction), the
+statement's `notices` (`warnings` counts them), and a step of several statements the results
+before its last under `earlier`.
 """
 
 from __future__ import annotations
@@ -19,17 +22,33 @@ from ..engine.result import Result
 
 
 def result_record(result: Result) -> dict:
+    """A statement's result; a step of several statements (PostgreSQL) lists the others'
+    first, under `earlier`."""
+    record = _one_record(result)
+    if result.earlier:
+        record["earlier"] = [_one_record(each) for each in result.earlier]
+    return record
+
+
+def _one_record(result: Result) -> dict:
     if result.error is not None:
         error = result.error
         # `errno` is 0 on PostgreSQL, whose errors have a SQLSTATE only; `class` is portable.
-        return {"error": {"errno": error.errno, "sqlstate": error.sqlstate, "message": error.message,
-                          "name": error.name, "class": error.error_class}}
-    out: dict = {"affected": result.affected, "warnings": result.warnings}
-    if result.is_rows:
-        out = {"columns": list(result.columns), "rows": [list(r) for r in result.rows], **out}
-        if result.omitted:
-            out["rows_not_shown"] = result.omitted
-    return {"result": out}
+        record = {"error": {"errno": error.errno, "sqlstate": error.sqlstate, "message": error.message,
+                            "name": error.name, "class": error.error_class}}
+    else:
+        out: dict = {"affected": result.affected, "warnings": result.warnings}
+        if result.is_rows:
+            out = {"columns": list(result.columns), "rows": [list(r) for r in result.rows], **out}
+            if result.omitted:
+                out["rows_not_shown"] = result.omitted
+        # PostgreSQL's command tag: `ROLLBACK` says a COMMIT did not commit.
+        if result.tag is not None:
+            out["tag"] = result.tag
+        record = {"result": out}
+    if result.notices:
+        record["notices"] = list(result.notices)
+    return record
 
 
 def records(event) -> list[dict]:

@@ -14,6 +14,7 @@ from .table import format_table
 # The mysql client reports an affected-row count for every statement; lessons show it only
 # where it says something, as the seed transcript does.
 COUNTED = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE|LOAD)\b", re.IGNORECASE)
+ROLLBACKS = re.compile(r"^\s*(ROLLBACK|ABORT)\b", re.IGNORECASE)
 
 SQL, RESULT, NOTE, NARRATION = "sql", "result", "note", "narration"
 
@@ -56,9 +57,23 @@ def statement_lines(session: str, sql: str, trailer: str | None = None) -> list[
 
 
 def result_lines(session: str, sql: str, result: Result, rollback: str | None = None) -> list[Line]:
-    """`rollback`: on a cluster node, what a 1213 was (run/events.py's Completed.rollback)."""
+    """Each statement's result, as psql shows a step of several; `rollback`: on a cluster node,
+    what a 1213 was (run/events.py's Completed.rollback)."""
+    lines = []
+    for each in (*result.earlier, result):
+        lines += notice_lines(session, each) + one_result(session, sql, each)
+    return lines + error_notes(session, result, rollback)
+
+
+def notice_lines(session: str, result: Result) -> list[Line]:
+    """psql prints a notice as it arrives: above the result of the statement that raised it."""
+    return [Line(text, session, RESULT) for text in result.notices]
+
+
+def one_result(session: str, sql: str, result: Result) -> list[Line]:
+    """One statement's error, table or OK line."""
     if result.error is not None:
-        return [Line(str(result.error), session, RESULT), *_error_notes(session, result, rollback)]
+        return [Line(str(result.error), session, RESULT)]
     if result.is_rows:
         table = format_table(result.columns, result.numeric, result.rows, result.omitted)
         return [Line(t, session, RESULT) for t in table.split("\n")]
@@ -66,10 +81,16 @@ def result_lines(session: str, sql: str, result: Result, rollback: str | None = 
 
 
 def query_ok(sql: str, result: Result) -> str:
+    """The lesson's `Query OK` on every engine (the seed transcript's form), but PostgreSQL's
+    `ROLLBACK`, as psql prints it, where a COMMIT of a failed transaction rolled back: Query OK
+    would say it committed."""
+    if result.tag == "ROLLBACK" and not ROLLBACKS.match(sql):
+        return result.tag
     text = "Query OK"
-    if COUNTED.match(sql) and result.affected is not None:
+    # A tag names its own statement, also one of several in a step (`UPDATE 1`).
+    if COUNTED.match(result.tag or sql) and result.affected is not None:
         text += f", {result.affected} row{'' if result.affected == 1 else 's'} affected"
-    if result.warnings:
+    if result.warnings and not result.notices:  # notices are shown themselves, above
         text += f", {result.warnings} warning{'' if result.warnings == 1 else 's'}"
     return text
 
@@ -84,7 +105,9 @@ ROLLBACK_NOTES = {
 }
 
 
-def _error_notes(session: str, result: Result, rollback: str | None) -> list[Line]:
+def error_notes(session: str, result: Result, rollback: str | None) -> list[Line]:
+    if result.error is None:
+        return []
     errno = result.error.errno
     if rollback in ROLLBACK_NOTES:
         text = ROLLBACK_NOTES[rollback].format(s=session)

@@ -8,6 +8,7 @@ Errors of the same portable class (1205 and 55P03: lock-not-available) are the s
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..engine.result import Result
@@ -54,7 +55,7 @@ def differences(left: EngineRun, right: EngineRun) -> list[StepDifference]:
     found = []
     for index, step in left.scenario.statements():
         a, b = seen_left.get(index, Outcome(None, False)), seen_right.get(index, Outcome(None, False))
-        what = _what_differs(a, b)
+        what = _what_differs(a, b) or _commit_differs(step.sql, a, b)
         if what:
             found.append(StepDifference(index + 1, step.line, step.session, what, describe(a), describe(b)))
     return found
@@ -81,6 +82,20 @@ def _what_differs(a: Outcome, b: Outcome) -> str | None:
     if kind_a == "ok" and (a.result.affected or 0) != (b.result.affected or 0):
         return "different row counts"
     return None
+
+
+COMMITS = re.compile(r"^\s*(COMMIT|END)\b", re.IGNORECASE)
+
+
+def _commit_differs(sql: str, a: Outcome, b: Outcome) -> str | None:
+    """A COMMIT that PostgreSQL answered ROLLBACK (its transaction had failed) did not commit,
+    though both engines answered without an error."""
+    if not COMMITS.match(sql):
+        return None
+    rolled = [o.result is not None and o.result.tag == "ROLLBACK" for o in (a, b)]
+    if rolled[0] == rolled[1]:
+        return None
+    return "rolled back vs committed" if rolled[0] else "committed vs rolled back"
 
 
 def _kind(result: Result | None) -> str:

@@ -149,6 +149,8 @@ def describe_result(result: Result) -> str:
             total = len(result.rows) + result.omitted
             return f"columns {flow(result.columns)}, {total} rows (too many to keep and compare)"
         return f"columns {flow(result.columns)}, {_rows(result.rows)}"
+    if result.tag == "ROLLBACK":  # PostgreSQL's answer to the COMMIT of a failed transaction
+        return "ROLLBACK (the transaction had failed: nothing was committed)"
     return f"Query OK, {result.affected} row(s) affected"
 
 
