@@ -179,6 +179,7 @@ SCHEMA_CHANGES = {
         "EXPLAIN ANALYZE CREATE TABLE x AS SELECT 1",
         "SELECT E'\\''; CREATE TABLE x (id INT); --'",
         "(SELECT 1); TRUNCATE jobs",
+        "SELECT 1 -- a comment\r; CREATE TABLE x (id INT)",
     ),
     "mysql": (
         "/*! CREATE TABLE x (id INT) */",

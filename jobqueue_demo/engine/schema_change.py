@@ -64,7 +64,10 @@ def _statements(sql: str, mysql: bool) -> list[list[str]]:
             i += 1
         elif _line_comment(sql, i, mysql):
             end = sql.find("\n", i)
-            i = n if end < 0 else end + 1
+            end = n if end < 0 else end
+            if "\r" in sql[i:end]:  # the end of the comment for PostgreSQL, not for MySQL
+                raise _Unclear
+            i = end + 1
         elif sql.startswith("/*", i):
             i = _block_comment(sql, i, mysql)
         elif c in "'\"" or (mysql and c == "`"):
