@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from jobqueue_demo.engine.pg_control import execute  # noqa: E402
 from jobqueue_demo.engine.pg_session import answer  # noqa: E402
 from jobqueue_demo.engine.server import open_server  # noqa: E402
 
@@ -48,11 +49,10 @@ def main() -> None:
         try:
             user = seam.user_connection(scratch, 10.0)
             seam.run_script(user, SETUP)
-            snapshot = seam.snapshot(scratch, ("jobs",))
+            snapshot = seam.snapshot(scratch, ("jobs",), user)
             delete_sql = snapshot.restore_sql.replace("TRUNCATE public.\"jobs\"", "DELETE FROM public.\"jobs\"")
             template = scratch.name + "_t"
             copy = scratch.name + "_c"
-            user.close()
             scratch.create_database(template)
             made = server.params.connect(database=template)
             seam.run_script(made, SETUP)
@@ -71,13 +71,12 @@ def main() -> None:
                 scratch.create_database(copy, template=template)
                 held[:] = sessions(copy)
 
-            user = seam.user_connection(scratch, 10.0)
             figures: dict[str, list[float]] = {"truncate": [], "delete": [], "template": []}
             for _ in range(args.rounds):
                 answer(user, CHANGES)
                 figures["truncate"].append(timed(snapshot.restore))
                 answer(user, CHANGES)
-                figures["delete"].append(timed(lambda: scratch.execute(delete_sql)))
+                figures["delete"].append(timed(lambda: execute(user, delete_sql)))
                 answer(held[0], CHANGES)
                 figures["template"].append(timed(recreate))
             rows = answer(user, "SELECT id, state FROM jobs ORDER BY id").rows

@@ -163,7 +163,7 @@ def test_snapshot_restores_rows_and_sequences(pg_embedded):
         answer(user, "INSERT INTO jobs (state) VALUES ('queued'), ('queued')")
         survey = pg_embedded.seam.survey(scratch)
         assert (survey.tables, survey.obstacle) == (("jobs",), None)
-        snapshot = pg_embedded.seam.snapshot(scratch, survey.tables)
+        snapshot = pg_embedded.seam.snapshot(scratch, survey.tables, user)
         answer(user, "UPDATE jobs SET state = 'done'; INSERT INTO jobs (state) VALUES ('new')")
         snapshot.restore()
         assert answer(user, "SELECT id, state, twice FROM jobs ORDER BY id").rows == (("1", "queued", "2"), ("2", "queued", "4"))

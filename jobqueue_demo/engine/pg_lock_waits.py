@@ -16,7 +16,8 @@ from .queue_sql import id_list
 
 WAITS = (
     "SELECT a.pid, b.pid, w.mode || ' (' || w.locktype || ')', h.mode,"
-    " coalesce(w.relation, t.relation)::regclass::text, '',"
+    # relname, not ::regclass (which names the schema too outside the search_path, empty here).
+    " (SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid = coalesce(w.relation, t.relation)), '',"
     " CASE WHEN coalesce(w.page, t.page) IS NOT NULL"
     " THEN 'ctid (' || coalesce(w.page, t.page) || ',' || coalesce(w.tuple, t.tuple) || ')'"
     " WHEN w.transactionid IS NOT NULL THEN 'a row written by transaction ' || w.transactionid END,"

@@ -12,6 +12,12 @@ As scratch.py for MySQL, and safe on a shared cluster the same way:
   database's public schema, nothing else; it is made when the DSN's role may create roles.
 - PostgreSQL has no USE: the control connection (`conn`) is a second connection, as the
   DSN's role, to the scratch database; the admin connection creates and drops it.
+- Names: the per-run role owns `public` in the scratch database, so a name the DSN's role
+  resolves there could be the scenario's function or operator, run with the DSN's rights
+  (CVE-2018-1058's pattern). Both connections have an empty search_path, as pg_dump's: an
+  unqualified name is pg_catalog's or nothing, and the scenario's tables are named
+  `public."t"`. What writes those tables runs as the per-run role (pg_snapshot.py).
+  Unconfined, the control connection keeps the default: nothing there is anyone else's.
 - Dropped with DROP DATABASE ... WITH (FORCE) (PostgreSQL 13+), which ends any session still
   connected to it instead of waiting for it.
 """
@@ -53,14 +59,19 @@ class PgScratchDatabase:
         self._databases: list[str] = []
 
     def open(self) -> None:
-        self.admin = self.server.params.connect(answer_timeout=self.answer_timeout, application=f"{APPLICATION} {self.name}")
+        self.admin = self.server.params.connect(
+            answer_timeout=self.answer_timeout, application=f"{APPLICATION} {self.name}", catalog_names_only=True
+        )
         try:
             if not control.flag(self.admin, f"SELECT pg_try_advisory_lock(hashtext({literal(self.name)}))"):
                 raise ServerError(f"cannot take the advisory lock {self.name} on {self.server.where}")
             if self.confine:
                 self._create_role()
             self.create_database(self.name)
-            self.conn = self.server.params.connect(database=self.name, answer_timeout=self.answer_timeout)
+            # Unconfined (the workers, --allow-shared-user), every object there is the DSN role's own.
+            self.conn = self.server.params.connect(
+                database=self.name, answer_timeout=self.answer_timeout, catalog_names_only=self.confine
+            )
             if self._role is not None:
                 self.execute(f"GRANT ALL ON SCHEMA public TO {quote(self._role)}")
         except BaseException:
@@ -97,6 +108,12 @@ class PgScratchDatabase:
         self.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
         if self._role is not None:
             self.execute(f"GRANT ALL ON SCHEMA public TO {quote(self._role)}")
+
+    def let_role_read(self, schema: str) -> None:
+        """The per-run role may read the tables of one of the tool's schemas (not write them)."""
+        if self._role is not None:
+            role = quote(self._role)
+            self.execute(f"GRANT USAGE ON SCHEMA {quote(schema)} TO {role}; GRANT SELECT ON ALL TABLES IN SCHEMA {quote(schema)} TO {role}")
 
     def execute(self, sql: str) -> None:
         control.execute(self.conn, sql)

@@ -95,14 +95,16 @@ class PgParams:
 
     def connect(
         self, database: str | None | EllipsisType = ..., answer_timeout: float = ANSWER_TIMEOUT_S,
-        application: str = APPLICATION, **_mysql_only,
+        application: str = APPLICATION, catalog_names_only: bool = False, **_mysql_only,
     ):
         """An open psycopg connection, autocommit on (every BEGIN is explicit). The tool's own
-        statements on it wait at most `answer_timeout` seconds for the server (pg_control.py)."""
+        statements on it wait at most `answer_timeout` seconds for the server (pg_control.py).
+        `catalog_names_only`: an empty search_path from the start (pg_scratch.py says why)."""
         import psycopg
 
+        options = {"options": "-c search_path="} if catalog_names_only else {}
         try:
-            conn = psycopg.connect(autocommit=True, **self.conninfo(database, application))
+            conn = psycopg.connect(autocommit=True, **self.conninfo(database, application), **options)
             conn.answer_timeout = answer_timeout
             return conn
         except psycopg.Error as exc:

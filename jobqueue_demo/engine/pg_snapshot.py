@@ -10,13 +10,19 @@ ctid, shown in the locks a lesson prints, and the order a scan without ORDER BY 
 where DELETE leaves dead rows for the next schedule to step over and the rows drift through
 the pages, so one schedule could end differently on its second run. Sequences (serial and
 identity columns) are put back with setval.
+
+Scenario SQL is untrusted: a trigger, rule or CHECK on its tables runs as whoever writes them.
+So the restore runs on the per-run role's own connection (`writer`), which may read the copy
+and nothing more of the tool's; the DSN's role (often a superuser) only reads and copies.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import pg_control as control
 from .pg_control import literal, quote
+from .schema_change import steps_obstacle
 from .snapshot import Survey
 
 SNAPSHOT_SCHEMA = "jqd_snapshot"
@@ -28,31 +34,54 @@ class _Table:
     columns: tuple[str, ...]
 
 
-def survey(scratch) -> Survey:
-    """The public schema's tables, or why restoring their rows would not reset the database."""
-    if scratch.rows(
-        "SELECT 1 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
-        "WHERE c.relnamespace = 'public'::regnamespace AND NOT t.tgisinternal LIMIT 1"
-    ):
-        return Survey((), "triggers would fire on restore")
-    if scratch.rows("SELECT 1 FROM pg_constraint WHERE contype = 'f' AND connamespace = 'public'::regnamespace LIMIT 1"):
-        return Survey((), "foreign keys fix the order rows can be restored in")
-    if scratch.rows("SELECT 1 FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind IN ('m', 'p', 'f') LIMIT 1"):
-        return Survey((), "materialized, partitioned or foreign tables")
-    found = scratch.rows("SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r' ORDER BY 1")
+# What makes a restore of the rows no reset, each found by a query on the catalog (of the
+# public schema: the per-run role may create nothing elsewhere).
+_OBSTACLES = (
+    ("SELECT 1 FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid "
+     "WHERE c.relnamespace = 'public'::pg_catalog.regnamespace AND NOT t.tgisinternal LIMIT 1",
+     "triggers would fire on restore"),
+    ("SELECT 1 FROM pg_catalog.pg_rewrite r JOIN pg_catalog.pg_class c ON c.oid = r.ev_class "
+     "WHERE c.relnamespace = 'public'::pg_catalog.regnamespace AND c.relkind = 'r' LIMIT 1",
+     "rules would rewrite the restore"),
+    # A function or procedure a step calls may make a table, trigger or rule: no text shows it.
+    ("SELECT 1 FROM pg_catalog.pg_proc WHERE pronamespace = 'public'::pg_catalog.regnamespace LIMIT 1",
+     "functions or procedures could change the schema from a step"),
+    ("SELECT 1 FROM pg_catalog.pg_constraint WHERE contype = 'f' AND connamespace = 'public'::pg_catalog.regnamespace LIMIT 1",
+     "foreign keys fix the order rows can be restored in"),
+    ("SELECT 1 FROM pg_catalog.pg_class WHERE relnamespace = 'public'::pg_catalog.regnamespace "
+     "AND relkind IN ('m', 'p', 'f') LIMIT 1",
+     "materialized, partitioned or foreign tables"),
+)
+
+
+def survey(scratch, steps=()) -> Survey:
+    """The public schema's tables, or why restoring their rows would not reset the database
+    after `steps` (their SQL)."""
+    obstacle = steps_obstacle(steps, mysql=False)
+    if obstacle:
+        return Survey((), obstacle)
+    for sql, why in _OBSTACLES:
+        if scratch.rows(sql):
+            return Survey((), why)
+    found = scratch.rows(
+        "SELECT relname FROM pg_catalog.pg_class WHERE relnamespace = 'public'::pg_catalog.regnamespace "
+        "AND relkind = 'r' ORDER BY 1"
+    )
     return Survey(tuple(r[0] for r in found), None)
 
 
 class PgTableSnapshot:
     how = "TRUNCATE + INSERT ... SELECT, sessions reset with DISCARD ALL"
 
-    def __init__(self, scratch, tables: tuple[str, ...]):
+    def __init__(self, scratch, tables: tuple[str, ...], writer):
         self.scratch = scratch
+        self.writer = writer
         snap = quote(SNAPSHOT_SCHEMA)
         scratch.execute(f"CREATE SCHEMA IF NOT EXISTS {snap}")
         described = [_Table(t, self._columns(t)) for t in tables]
         for table in described:
             scratch.execute(f"CREATE TABLE {snap}.{quote(table.name)} AS TABLE public.{quote(table.name)}")
+        scratch.let_role_read(SNAPSHOT_SCHEMA)
         restores = ["BEGIN"]
         if tables:
             restores.append("TRUNCATE " + ", ".join(f"public.{quote(t)}" for t in tables))
@@ -62,7 +91,10 @@ class PgTableSnapshot:
                 f"INSERT INTO public.{quote(table.name)} ({cols}) OVERRIDING SYSTEM VALUE "
                 f"SELECT {cols} FROM {snap}.{quote(table.name)}"
             )
-        restores += [f"SELECT setval({literal(seq)}, {value}, {called})" for seq, value, called in self._sequences()]
+        restores += [
+            f"SELECT pg_catalog.setval({literal(seq)}::pg_catalog.regclass, {value}::pg_catalog.int8, {called})"
+            for seq, value, called in self._sequences()
+        ]
         self.restore_sql = "; ".join(restores + ["COMMIT"])
 
     def _columns(self, table: str) -> tuple[str, ...]:
@@ -74,16 +106,16 @@ class PgTableSnapshot:
         return tuple(r[0] for r in found)
 
     def _sequences(self) -> list[tuple[str, str, str]]:
-        found = self.scratch.rows("SELECT sequencename, last_value, last_value IS NOT NULL FROM pg_sequences WHERE schemaname = 'public'")
+        found = self.scratch.rows("SELECT sequencename, last_value, last_value IS NOT NULL FROM pg_catalog.pg_sequences WHERE schemaname = 'public'")
         out = []
         for name, value, called in found:
             qualified = f"public.{quote(name)}"
             if called == "t":
                 out.append((qualified, value, "true"))
             else:  # never used: the next value is its start
-                start = self.scratch.rows(f"SELECT start_value FROM pg_sequences WHERE schemaname = 'public' AND sequencename = {literal(name)}")
+                start = self.scratch.rows(f"SELECT start_value FROM pg_catalog.pg_sequences WHERE schemaname = 'public' AND sequencename = {literal(name)}")
                 out.append((qualified, start[0][0], "false"))
         return out
 
     def restore(self) -> None:
-        self.scratch.execute(self.restore_sql)
+        control.execute(self.writer, self.restore_sql)

@@ -61,7 +61,11 @@ class Sighting:
 
 
 class PgWaitMonitor:
-    """Queries one control connection (on the scratch database); it never runs a statement that can block."""
+    """Queries one control connection (on the scratch database); it never runs a statement that can block.
+
+    The scenario owns `public` there and may define functions and operators: the connection's
+    search_path is empty (pg_scratch.py), so every name here is pg_catalog's, and the one
+    operator is spelled out as well."""
 
     mysql = False
     # The releaser of a lock grants it to the waiter in the shared lock table before it
@@ -92,7 +96,7 @@ class PgWaitMonitor:
         waits for: the tuple lock first, which a row lock's waiter holds (or awaits behind an
         earlier waiter) while it waits on the holder's transactionid."""
         found = self.rows(
-            "SELECT a.pid, a.wait_event, pg_blocking_pids(a.pid) || pg_safe_snapshot_blocking_pids(a.pid), "
+            "SELECT a.pid, a.wait_event, pg_blocking_pids(a.pid) OPERATOR(pg_catalog.||) pg_safe_snapshot_blocking_pids(a.pid), "
             "lk.relname, lk.locktype, lk.mode, lk.page, lk.tuple, lk.transactionid, a.query "
             "FROM pg_stat_activity a LEFT JOIN LATERAL ("
             f"SELECT c.relname, l.locktype, CASE l.locktype WHEN 'tuple' THEN {ROW_LOCK_MODE} ELSE l.mode END AS mode, "
@@ -130,7 +134,7 @@ class PgWaitMonitor:
         found waiting for nobody any more counts too: the deadlock check has just broken the
         cycle, and the victim's error and the survivor's answer are on their way."""
         found = self.rows(
-            f"SELECT p, pg_blocking_pids(p) || pg_safe_snapshot_blocking_pids(p) FROM unnest({_array(thread_ids)}) p"
+            f"SELECT p, pg_blocking_pids(p) OPERATOR(pg_catalog.||) pg_safe_snapshot_blocking_pids(p) FROM unnest({_array(thread_ids)}) p"
         )
         edges = {int(p): _pids(blockers) for p, blockers in found}
         broken = not all(edges.values())

@@ -117,6 +117,11 @@ class ScratchDatabase:
         self.execute(f"CREATE DATABASE {quote(name)}")
         self._databases.append(name)
 
+    def let_user_read(self, database: str) -> None:
+        """The per-run user may read one of the run's other databases (not write it)."""
+        if self._user is not None:
+            self.execute(f"GRANT SELECT ON {grant_pattern(database)}.* TO {self._user}")
+
     def recreate(self) -> None:
         self.execute(f"DROP DATABASE {quote(self.name)}")
         self.execute(f"CREATE DATABASE {quote(self.name)}")

@@ -132,15 +132,17 @@ class MySqlSeam:
 
         return read_deadlock(monitor, database, names, victim)
 
-    def survey(self, scratch):
+    def survey(self, scratch, steps=()):
+        """Whether restoring the tables' rows resets the database after `steps` (their SQL)."""
         from .snapshot import survey
 
-        return survey(scratch)
+        return survey(scratch, steps)
 
-    def snapshot(self, scratch, tables: tuple[str, ...]):
+    def snapshot(self, scratch, tables: tuple[str, ...], writer):
+        """The tables' rows copied once; `writer` (the per-run user's connection) restores them."""
         from .snapshot import TableSnapshot
 
-        return TableSnapshot(scratch, tables)
+        return TableSnapshot(scratch, tables, writer)
 
 
 class PgSeam:
@@ -169,7 +171,7 @@ class PgSeam:
         from .leftovers import ALIVE, GONE, KEPT, Found, Sweep, done
         from .pg_scratch import sweep_leftovers
 
-        with closing(params.connect()) as conn:
+        with closing(params.connect(catalog_names_only=True)) as conn:
             found = sweep_leftovers(conn, dry_run)
         return Sweep([Found(kind, name, done(dry_run), GONE) if gone else Found(kind, name, KEPT, ALIVE) for kind, name, gone in found])
 
@@ -241,15 +243,15 @@ class PgSeam:
 
         return read_deadlock(monitor, names, victim)
 
-    def survey(self, scratch):
+    def survey(self, scratch, steps=()):
         from .pg_snapshot import survey
 
-        return survey(scratch)
+        return survey(scratch, steps)
 
-    def snapshot(self, scratch, tables: tuple[str, ...]):
+    def snapshot(self, scratch, tables: tuple[str, ...], writer):
         from .pg_snapshot import PgTableSnapshot
 
-        return PgTableSnapshot(scratch, tables)
+        return PgTableSnapshot(scratch, tables, writer)
 
 
 _SEAMS = {MySqlSeam.name: MySqlSeam(), PgSeam.name: PgSeam()}

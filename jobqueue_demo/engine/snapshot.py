@@ -5,6 +5,10 @@ transaction of DELETE and INSERT ... SELECT costs well under a millisecond for a
 tables, where dropping and re-creating the database from setup costs several and TRUNCATE
 (DDL, one table rebuild each) in between. AUTO_INCREMENT counters are put back too, but
 only when they moved: ALTER TABLE costs as much as the rest together.
+
+The restore writes the scenario's tables on the per-run user's connection (`writer`): a view
+or routine of the scenario's with SQL SECURITY INVOKER runs with the scenario's rights, not
+the control connection's.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import control
+from .schema_change import steps_obstacle
 from .scratch import SNAPSHOT_SUFFIX, ScratchDatabase, quote
 
 
@@ -23,7 +28,12 @@ class Survey:
     obstacle: str | None
 
 
-def survey(scratch: ScratchDatabase) -> Survey:
+def survey(scratch: ScratchDatabase, steps=()) -> Survey:
+    """The tables to copy, or why restoring their rows would not reset the database after
+    `steps` (their SQL)."""
+    obstacle = steps_obstacle(steps, mysql=True)
+    if obstacle:
+        return Survey((), obstacle)
     db = scratch.name
     if _rows(scratch, f"SELECT 1 FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = '{db}' LIMIT 1"):
         return Survey((), "triggers would fire on restore")
@@ -40,8 +50,9 @@ def _rows(scratch: ScratchDatabase, sql: str) -> tuple:
 class TableSnapshot:
     how = "DELETE + INSERT ... SELECT, sessions reset with COM_CHANGE_USER"
 
-    def __init__(self, scratch: ScratchDatabase, tables: tuple[str, ...]):
+    def __init__(self, scratch: ScratchDatabase, tables: tuple[str, ...], writer):
         self.scratch = scratch
+        self.writer = writer
         self.database = scratch.name + SNAPSHOT_SUFFIX
         db, snap = quote(scratch.name), quote(self.database)
         columns = self._columns(tables)
@@ -57,8 +68,9 @@ class TableSnapshot:
         scratch.create_database(self.database)
         if copies:
             scratch.execute("; ".join(copies))
+        scratch.let_user_read(self.database)
         self.counters = self._counters()
-        self.restore_sql = "; ".join(restores + ["COMMIT"])
+        self.restore_sql = "; ".join(restores + ["COMMIT", "SET SESSION foreign_key_checks = 1"])
 
     def _columns(self, tables: tuple[str, ...]) -> dict[str, list[str]]:
         # Generated columns cannot be inserted into; invisible ones are missed by SELECT *.
@@ -82,7 +94,7 @@ class TableSnapshot:
         return {table: int(value) for table, value in rows}
 
     def restore(self) -> None:
-        self.scratch.execute(self.restore_sql)
+        control.execute(self.writer, self.restore_sql)
         if self.counters:
             moved = {t: n for t, n in self._counters().items() if self.counters.get(t) != n}
             for table in moved:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import queue
 import random
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -54,8 +53,6 @@ LOOK_AGAIN_S = 0.05
 UNASKED_LIMIT = 100_000
 # Random walks repeat schedules; give up after this many walks per schedule wanted.
 WALKS_PER_SAMPLE = 20
-# Statements after which the snapshot of the tables no longer describes the database.
-DDL = re.compile(r"^\s*(CREATE|ALTER|DROP|RENAME|TRUNCATE)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -373,8 +370,6 @@ def choose_reset(driver: Driver, forced: bool) -> Snapshot | Rebuild:
     """A snapshot when the rows are all the steps can change; else rebuild every time."""
     if forced:
         return Rebuild(driver, "asked for")
-    if any(DDL.match(s.sql) for _, s in driver.scenario.statements()):
-        return Rebuild(driver, "the steps run DDL")
     survey = driver.survey()
     if survey.obstacle:
         return Rebuild(driver, survey.obstacle)

@@ -75,10 +75,12 @@ class Connections:
             self._run_setup()
 
     def survey(self) -> Survey:
-        return self.seam.survey(self.scratch)
+        return self.seam.survey(self.scratch, [s.sql for _, s in self.scenario.statements()])
 
     def snapshot(self, tables: tuple[str, ...]) -> TableSnapshot:
-        return self.seam.snapshot(self.scratch, tables)
+        # The restore writes the scenario's tables, so whatever fires on them runs with the
+        # scenario's own rights: it goes through the per-run user's connection.
+        return self.seam.snapshot(self.scratch, tables, self.user_conn)
 
     def restart_sessions(self) -> None:
         """Give every session a clean slate, as if newly connected (the seam's `reset_session`:

@@ -1,0 +1,137 @@
+"""Whether a step's SQL may change the schema, read from its text the way the server lexes it.
+
+Explore restores the tables' rows from a copy only when the steps change nothing else: a
+table, trigger, rule or function a step makes would outlive the restore, and one that fires
+on it would run inside the tool's reset. So every statement of a step (a step may send
+several) must start with a word of ROWS_ONLY, and a query must not hold INTO (PostgreSQL's
+SELECT ... INTO makes a table). Anything else counts as a change: CREATE behind a comment,
+DO, CALL, PREPARE and EXECUTE (MySQL prepares DDL), EXPLAIN (EXPLAIN ANALYZE runs its
+statement), a word not listed. So does text the server could read otherwise than this
+reading: a backslash inside quotes (its meaning hangs on standard_conforming_strings or
+sql_mode), a dollar sign on PostgreSQL (dollar quoting), MySQL's executable comments
+(/*! */, /*M! */). A needless rebuild costs time; a missed change costs a wrong reset.
+"""
+
+from __future__ import annotations
+
+ROWS_ONLY = frozenset(
+    "SELECT INSERT UPDATE DELETE REPLACE MERGE WITH VALUES TABLE BEGIN START COMMIT END ROLLBACK ABORT "
+    "SAVEPOINT RELEASE SET RESET SHOW LOCK UNLOCK DECLARE FETCH MOVE CLOSE DISCARD DEALLOCATE "
+    "LISTEN NOTIFY UNLISTEN XA HANDLER".split()
+)
+# After one of these, INTO names the table rows go into, not a new one.
+WRITES_INTO = frozenset({"INSERT", "REPLACE", "MERGE"})
+
+
+class _Unclear(Exception):
+    """Text this reading cannot be sure the server reads the same way."""
+
+
+def steps_obstacle(steps, mysql: bool) -> str | None:
+    """Why restoring rows would not reset what the steps (their SQL) do, or None."""
+    return "the steps may change the schema" if any(changes_schema(sql, mysql) for sql in steps) else None
+
+
+def changes_schema(sql: str, mysql: bool) -> bool:
+    try:
+        statements = _statements(sql, mysql)
+    except _Unclear:
+        return True
+    return any(_changes(words) for words in statements)
+
+
+def _changes(words: list[str]) -> bool:
+    first = next((w for w in words if w != "("), None)
+    if first is None:
+        return False
+    if first not in ROWS_ONLY:
+        return True
+    writes = False
+    for word in words:
+        writes = writes or word in WRITES_INTO
+        if word == "INTO" and not writes:
+            return True
+    return False
+
+
+def _statements(sql: str, mysql: bool) -> list[list[str]]:
+    """The words of each statement (upper case; quoted text and punctuation as one character)."""
+    statements: list[list[str]] = [[]]
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c.isspace():
+            i += 1
+        elif _line_comment(sql, i, mysql):
+            end = sql.find("\n", i)
+            end = n if end < 0 else end
+            if "\r" in sql[i:end]:  # the end of the comment for PostgreSQL, not for MySQL
+                raise _Unclear
+            i = end + 1
+        elif sql.startswith("/*", i):
+            i = _block_comment(sql, i, mysql)
+        elif c in "'\"" or (mysql and c == "`"):
+            i = _quoted(sql, i)
+            statements[-1].append(c)
+        elif c == "$" and not mysql:
+            raise _Unclear
+        elif c == ";":
+            statements.append([])
+            i += 1
+        elif c.isalnum() or c == "_":
+            start = i
+            while i < n and (sql[i].isalnum() or sql[i] in "_$"):
+                if sql[i] == "$" and not mysql:
+                    raise _Unclear
+                i += 1
+            statements[-1].append(sql[start:i].upper())
+        else:
+            statements[-1].append(c)
+            i += 1
+    return statements
+
+
+def _line_comment(sql: str, i: int, mysql: bool) -> bool:
+    if not mysql:
+        return sql.startswith("--", i)
+    if sql[i] == "#":
+        return True
+    # MySQL reads "--" as a comment only before a space or a control character.
+    return sql.startswith("--", i) and (i + 2 == len(sql) or sql[i + 2] <= " ")
+
+
+def _block_comment(sql: str, i: int, mysql: bool) -> int:
+    """Where the comment starting at `i` ends: PostgreSQL's nest, MySQL's do not."""
+    if mysql:
+        if sql.startswith(("/*!", "/*M!"), i):
+            raise _Unclear
+        end = sql.find("*/", i + 2)
+        if end < 0:
+            raise _Unclear
+        return end + 2
+    depth, j = 0, i
+    while j < len(sql):
+        if sql.startswith("/*", j):
+            depth, j = depth + 1, j + 2
+        elif sql.startswith("*/", j):
+            depth, j = depth - 1, j + 2
+            if depth == 0:
+                return j
+        else:
+            j += 1
+    raise _Unclear
+
+
+def _quoted(sql: str, i: int) -> int:
+    """Past the quoted text starting at `i`; a doubled quote stays inside."""
+    quote, j = sql[i], i + 1
+    while j < len(sql):
+        if sql[j] == "\\":
+            raise _Unclear
+        if sql[j] == quote:
+            if sql.startswith(quote * 2, j):
+                j += 2
+                continue
+            return j + 1
+        j += 1
+    raise _Unclear
