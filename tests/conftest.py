@@ -179,7 +179,7 @@ def left_behind(info, before: set[str]) -> set[str]:
 def dsn_of(info) -> str:
     """A DSN for the server behind a fixture, so the CLI uses the same one (the embedded one by its socket)."""
     if info.params.unix_socket:
-        return f"mysql://root@localhost/?unix_socket={info.params.unix_socket}"
+        return f"mysql://{info.params.user}@localhost/?unix_socket={info.params.unix_socket}"
     return LOCAL_DSN
 
 

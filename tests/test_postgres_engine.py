@@ -302,7 +302,7 @@ def test_cleanup_drops_a_dead_runs_database_and_role_only(pg_local):
         admin.close()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the server runs as the postgres user only when we are root")
+@pytest.mark.skipif(os.geteuid() != 0, reason="the server runs as a user of its own only when we are root")
 def test_a_run_dir_the_postgres_user_cannot_reach_is_one_line_and_left_clean():
     folder = Path(tempfile.mkdtemp(prefix="jqd-test-private-"))  # mode 0700, root's
     try:

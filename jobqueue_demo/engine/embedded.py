@@ -323,6 +323,12 @@ def _load_template(final: Path) -> Template:
         raise UnusableTemplate(f"the server template {final} is broken ({exc!r})", inode) from exc
 
 
+def admin_user(binary: ServerBinary) -> str:
+    """The account the tool logs in to its server as: MariaDB's, by unix_socket, is named after
+    our OS user; MySQL's root has no password (untested, see _install_mysql)."""
+    return client_name() if binary.flavor == "MariaDB" else "root"
+
+
 def server_command(binary: ServerBinary, template: Template, workdir: Path) -> list[str]:
     command = [
         str(binary.path),
@@ -516,7 +522,7 @@ class ThrowawayProcess(Throwaway):
 class EmbeddedServer(ThrowawayProcess):
     """A private, throwaway server on a unix socket, stopped and deleted on exit.
 
-    `params` (our OS user's account, by unix_socket, on the socket) is valid between start and stop.
+    `params` (admin_user's account, on the socket) is valid between start and stop.
     """
 
     def __init__(self, options: tuple[str, ...] = ()) -> None:
@@ -528,7 +534,7 @@ class EmbeddedServer(ThrowawayProcess):
     def params(self) -> ConnectParams:
         if self.workdir is None:
             raise ServerError("the embedded server is not running")
-        return ConnectParams(host="localhost", user=client_name(), unix_socket=str(self.workdir / SOCKET_NAME))
+        return ConnectParams(host="localhost", user=admin_user(self.binary), unix_socket=str(self.workdir / SOCKET_NAME))
 
     def start(self) -> None:
         if self.workdir is not None:
