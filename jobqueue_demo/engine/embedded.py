@@ -274,6 +274,8 @@ def _install_mariadb(binary: ServerBinary, datadir: Path, as_server: Callable[[]
         # So the script bootstraps the same server binary we will run.
         f"--basedir={basedir}",
         f"--datadir={datadir}",
+        # Not $TMPDIR, which the server's user may not write to: its own work dir.
+        f"--tmpdir={datadir.parent}",
         f"--auth-root-authentication-method={ROOT_LOGIN}",
         # Only this account besides root (socket-only, for OS root) when we are not root.
         f"--auth-root-socket-user={client_name()}",
@@ -293,6 +295,7 @@ def _install_mysql(binary: ServerBinary, datadir: Path, as_server: Callable[[], 
         "--no-defaults",
         "--initialize-insecure",
         f"--datadir={datadir}",
+        f"--tmpdir={datadir.parent}",
         f"--innodb-redo-log-capacity={LOG_FILE_SIZE}",
     ]
     run_command(command, f"{binary.path.name} --initialize-insecure", timeout=INSTALL_TIMEOUT_S, preexec=as_server)
