@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli
+from conftest import cli, skip_without_pg
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the servers run as a user of their own only when we are root")
 
@@ -116,6 +116,23 @@ def test_a_run_dir_the_server_user_cannot_enter_is_one_line_and_left_clean():
         assert list(folder.iterdir()) == []
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_cached_templates_stay_ours(tmp_path, monkeypatch):
+    """The servers' user owns no file of a template every later run starts from."""
+    from jobqueue_demo.engine import cluster, embedded, pg_server
+    from jobqueue_demo.errors import ServerError
+
+    skip_without_pg()
+    try:
+        provider = cluster.find_provider()
+    except ServerError as exc:
+        pytest.skip(str(exc))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cluster.ensure_cluster_template(embedded.find_server_binary(), provider)  # the plain one too
+    pg_server.ensure_template(pg_server.find_binaries())
+    owners = {path.lstat().st_uid for path in [tmp_path, *tmp_path.rglob("*")]}
+    assert owners == {os.geteuid()}
 
 
 def test_the_server_user_is_made_once_when_missing():

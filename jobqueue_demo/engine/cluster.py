@@ -155,7 +155,8 @@ def _build_cluster_template(binary: emb.ServerBinary, template: emb.Template, pr
             with contextlib.suppress(FileNotFoundError):
                 (data / transient).unlink()
         staged = Path(tempfile.mkdtemp(prefix=f"{final.name}.build-", dir=final.parent))
-        shutil.move(data, staged / "data")  # a copy when the cache is on another file system
+        # A copy, not a move: the node's files are its OS user's, the cache's stay ours.
+        shutil.copytree(data, staged / "data", symlinks=True)
         os.rename(staged / "data", final)  # atomic: readers see no template or a complete one
     except BaseException:
         node.kill()
