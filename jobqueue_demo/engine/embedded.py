@@ -2,10 +2,10 @@
 
 Each run gets a fresh copy of a cached, freshly initialised data directory, reachable only
 through a unix socket in its own temp dir. As root the server runs as the tool's own system
-user (os_user.py), never as root; its root account (and, when we are not root, the account
-named after our OS user) logs in by unix_socket authentication only, so no other OS user,
-nor a program running as the server's, can log in as it. server.py imports this module only when it starts
-one: a run on a DSN defines none of it (start-up, docs/architecture.md).
+user (os_user.py), never as root. Its root account (and, when we are not root, the account
+named after our OS user) logs in by unix_socket authentication only: no other OS user, nor
+a program running as the server's user, logs in as it. server.py imports this module only
+when it starts one: a run on a DSN defines none of it (start-up, docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class ServerBinary:
         # of the same version still gets a data directory of its own.
         import hashlib  # here, not at the top: a --dsn run never needs it (start-up, see bench/)
 
-        # The accounts the template holds too: its root logs in by our OS user's name.
+        # The accounts the template holds too: its admin account is named after our OS user.
         seed = "\0".join((self.version_text, ROOT_LOGIN, client_name()))
         digest = hashlib.sha256(seed.encode()).hexdigest()[:12]
         return f"{self.flavor.lower()}-{self.version}-{digest}"

@@ -93,10 +93,11 @@ def give(root: Path, identity: Identity | None) -> None:
     """`root` and everything in it owned by `identity` (nothing to do when it is None)."""
     if identity is None:
         return
-    os.chown(root, identity.uid, identity.gid)
     for folder, dirs, files in os.walk(root):
         for name in dirs + files:
             os.lchown(os.path.join(folder, name), identity.uid, identity.gid)
+    # Last: until now only we may enter it, so nothing in it changed while it was given away.
+    os.chown(root, identity.uid, identity.gid)
 
 
 def check_reachable(folder: Path, identity: Identity | None) -> None:
