@@ -9,9 +9,12 @@ SERVER := $(shell command -v mariadbd || command -v mysqld || ls /usr/sbin/maria
 # PostgreSQL's server binaries are off PATH on Debian: where pg_config says, or any installed major.
 PG_SERVER := $(shell d=$$(pg_config --bindir 2>/dev/null); [ -x "$$d/initdb" ] && echo $$d/initdb || ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | head -1)
 
-.PHONY: install bytecode demo test bench system-packages test-packages clean
+# As root the throwaway servers run as this system user, which owns nothing else (README, Safety).
+SERVER_USER := jobqueue-demo
 
-install: $(BIN) bytecode
+.PHONY: install bytecode demo test bench system-packages server-user test-packages clean
+
+install: $(BIN) bytecode server-user
 
 # Every time, not only with a new venv: after an edit, stale bytecode would be compiled from
 # source on each run where PYTHONDONTWRITEBYTECODE is set (start-up measured wrong by milliseconds).
@@ -32,6 +35,10 @@ system-packages:
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(APT_PACKAGES) $$missing >/dev/null; \
 	fi
+
+# Only when missing, so a warm `make install` touches nothing.
+server-user:
+	@id -u $(SERVER_USER) >/dev/null 2>&1 || $(SUDO) $$(command -v useradd || echo /usr/sbin/useradd) --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin $(SERVER_USER)
 
 $(BIN): pyproject.toml | system-packages
 	[ -x $(PY) ] || python3 -m venv $(VENV)

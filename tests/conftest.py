@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from contextlib import closing
 from pathlib import Path
 
@@ -22,6 +24,22 @@ def local_server_reachable() -> bool:
             return True
     except OSError:
         return False
+
+
+def reachable_tmp() -> Path:
+    """A temp dir to point TMPDIR at. Not pytest's tmp_path: as root the throwaway servers run as
+    a user of their own, which cannot enter /tmp/pytest-of-root (mode 0700)."""
+    folder = Path(tempfile.mkdtemp(prefix="jqd-test-"))
+    folder.chmod(0o755)
+    return folder
+
+
+@pytest.fixture
+def server_tmp():
+    """reachable_tmp(), removed after the test."""
+    folder = reachable_tmp()
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -179,7 +197,7 @@ def left_behind(info, before: set[str]) -> set[str]:
 def dsn_of(info) -> str:
     """A DSN for the server behind a fixture, so the CLI uses the same one (the embedded one by its socket)."""
     if info.params.unix_socket:
-        return f"mysql://root@localhost/?unix_socket={info.params.unix_socket}"
+        return f"mysql://{info.params.user}@localhost/?unix_socket={info.params.unix_socket}"
     return LOCAL_DSN
 
 

@@ -51,9 +51,9 @@ def test_a_missing_tmpdir_reaches_neither_the_run_nor_the_server(tmp_path):
 
 
 @pytest.fixture
-def private_server(tmp_path, monkeypatch):
+def private_server(server_tmp, monkeypatch):
     """A server of this test's own, whose global settings it may change."""
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(server_tmp))
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", None)

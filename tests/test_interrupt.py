@@ -62,11 +62,11 @@ def test_interrupt_rolls_back_and_drops_scratch_database(local, signum):
     assert events[0]["database"] not in status
 
 
-def test_ctrl_c_stops_the_embedded_server(tmp_path):
-    proc = start("run", "tests/data/long-wait.yaml", "--step-timeout", "60", env={"TMPDIR": str(tmp_path)})
+def test_ctrl_c_stops_the_embedded_server(server_tmp):
+    proc = start("run", "tests/data/long-wait.yaml", "--step-timeout", "60", env={"TMPDIR": str(server_tmp)})
     code, out, err = interrupt_while_waiting(proc)
     assert code == 130, err
     assert "waiting for a row lock held by A" in out
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("jobqueue-demo-")] == []
-    alive = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True)
+    assert [p.name for p in server_tmp.iterdir() if p.name.startswith("jobqueue-demo-")] == []
+    alive = subprocess.run(["pgrep", "-f", str(server_tmp)], capture_output=True, text=True)
     assert alive.stdout.strip() == ""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LOCAL_PG_DSN, ROOT, cli, local_pg_reachable, pg_binaries_missing
+from conftest import LOCAL_PG_DSN, ROOT, cli, local_pg_reachable, pg_binaries_missing, reachable_tmp
 from jobqueue_demo import api as core
 from jobqueue_demo.run import events as ev
 from test_interrupt import interrupt_while_waiting, start
@@ -202,13 +202,6 @@ def test_bad_dsn_is_one_line_and_its_exit_code(dsn, code, words):
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def _private_tmp() -> Path:
-    # Not pytest's tmp_path: as root the server runs as postgres, which cannot enter /tmp/pytest-of-root.
-    folder = Path(tempfile.mkdtemp(prefix="jqd-test-"))
-    folder.chmod(0o755)
-    return folder
-
-
 def _left_in(folder: Path) -> tuple[list[str], str]:
     dirs = [p.name for p in folder.iterdir() if p.name.startswith("jobqueue-demo-")]
     alive = subprocess.run(["pgrep", "-f", str(folder)], capture_output=True, text=True).stdout.strip()
@@ -216,7 +209,7 @@ def _left_in(folder: Path) -> tuple[list[str], str]:
 
 
 def test_ctrl_c_stops_and_removes_the_embedded_postgresql():
-    folder = _private_tmp()
+    folder = reachable_tmp()
     try:
         proc = start("--engine", "postgresql", "run", "tests/data/long-wait.yaml", "--step-timeout", "60", env={"TMPDIR": str(folder)})
         code, out, err = interrupt_while_waiting(proc)
@@ -228,7 +221,7 @@ def test_ctrl_c_stops_and_removes_the_embedded_postgresql():
 
 
 def test_sigkill_of_the_cli_takes_the_server_with_it_and_the_next_run_sweeps(tmp_path):
-    folder = _private_tmp()
+    folder = reachable_tmp()
     try:
         proc = start("--engine", "postgresql", "run", "tests/data/long-wait.yaml", "--step-timeout", "60", env={"TMPDIR": str(folder)})
         interrupt_while_waiting(proc, signal.SIGKILL)
@@ -303,7 +296,7 @@ def test_cleanup_drops_a_dead_runs_database_and_role_only(pg_local):
         admin.close()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the server runs as the postgres user only when we are root")
+@pytest.mark.skipif(os.geteuid() != 0, reason="the server runs as a user of its own only when we are root")
 def test_a_run_dir_the_postgres_user_cannot_reach_is_one_line_and_left_clean():
     folder = Path(tempfile.mkdtemp(prefix="jqd-test-private-"))  # mode 0700, root's
     try:

@@ -82,11 +82,11 @@ def _exists(conn, name: str) -> tuple[bool, bool]:
 # -- leftovers of killed runs ---------------------------------------------------------
 
 
-def test_killed_embedded_run_leaves_a_dir_the_next_run_sweeps(tmp_path):
-    env = {"TMPDIR": str(tmp_path)}
+def test_killed_embedded_run_leaves_a_dir_the_next_run_sweeps(server_tmp):
+    env = {"TMPDIR": str(server_tmp)}
     dead, live = HeldRun(env=env), HeldRun(env=env)
     assert NEW_RUN.match(dead.database)
-    dirs = set(tmp_path.glob("jobqueue-demo-*"))
+    dirs = set(server_tmp.glob("jobqueue-demo-*"))
     assert len(dirs) == 2
     dead.kill()
     dry = cli("cleanup", "--dry-run", env=env)
@@ -94,11 +94,11 @@ def test_killed_embedded_run_leaves_a_dir_the_next_run_sweeps(tmp_path):
     assert dry.stdout.count("would remove directory") == 1
     swept = cli("cleanup", env=env)
     assert swept.returncode == 0, swept.stderr
-    left = set(tmp_path.glob("jobqueue-demo-*"))
+    left = set(server_tmp.glob("jobqueue-demo-*"))
     assert len(left) == 1 and left < dirs, swept.stdout
     code, err = live.finish(b"q")
     assert code == 0, err
-    assert not list(tmp_path.glob("jobqueue-demo-*"))
+    assert not list(server_tmp.glob("jobqueue-demo-*"))
 
 
 def test_a_killed_processes_marked_dir_is_swept_and_unmarked_ones_are_not(tmp_path):

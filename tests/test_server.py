@@ -237,11 +237,11 @@ def server_binary() -> ServerBinary:
 
 
 @pytest.fixture
-def embedded_env(cache_home, server_binary, tmp_path_factory, monkeypatch) -> Path:
+def embedded_env(cache_home, server_binary, server_tmp, monkeypatch) -> Path:
     """The temp root the embedded servers' work dirs go into, empty at start."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
     monkeypatch.delenv(DSN_ENV, raising=False)
-    work_root = tmp_path_factory.mktemp("w")
+    work_root = server_tmp
     monkeypatch.setenv("TMPDIR", str(work_root))
     # tempfile caches the temp dir it chose first; make it look at TMPDIR again.
     monkeypatch.setattr(tempfile, "tempdir", None)

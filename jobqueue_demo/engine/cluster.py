@@ -6,7 +6,9 @@ after a clean shutdown (grastate.dat then names the cluster's state UUID and a r
 Each copy also gets a gvwstate.dat naming all N nodes as the last primary component, the file
 Galera itself writes to re-form a cluster after a full outage (pc.recovery): the nodes find
 each other, see the same UUID:seqno everywhere and form the primary component with no
-bootstrap and no transfer. The process handling (PDEATHSIG, the owner marker the leftovers
+bootstrap and no transfer. A node's SQL port on 127.0.0.1 lets in only the run's own
+user, by its password: root logs in by unix_socket authentication on the node's socket, as on
+the embedded server (embedded.py), and the nodes run as its OS user. The process handling (PDEATHSIG, the owner marker the leftovers
 sweep reads, the atexit stop) is the embedded server's, from embedded.py.
 """
 
@@ -28,6 +30,7 @@ from ..errors import ServerError, StartFailed, UsageError
 from . import control
 from . import embedded as emb
 from . import server as srv
+from .os_user import Identity, check_reachable, client_name, give, server_identity
 from .owner import hold
 
 PROVIDER_PATHS = (
@@ -132,9 +135,12 @@ def _build_cluster_template(binary: emb.ServerBinary, template: emb.Template, pr
     # 107 bytes (a deep $XDG_CACHE_HOME) stops the server.
     build = Path(tempfile.mkdtemp(prefix=emb.WORKDIR_PREFIX))
     owner = hold(build)  # a build killed half-way is swept like any dead run's directory
-    node = Node(build / "node", 1, template.datadir, free_ports(PORTS_PER_NODE))
+    identity = server_identity()
+    node = Node(build / "node", 1, template.datadir, free_ports(PORTS_PER_NODE), identity)
     staged = None
     try:
+        check_reachable(build.parent, identity)
+        give(build, identity)
         node.prepare()
         # One node that founds the cluster: gcomm:// with nobody to meet.
         node.launch(binary, template, provider, "gcomm://", ("--wsrep-new-cluster",))
@@ -149,7 +155,8 @@ def _build_cluster_template(binary: emb.ServerBinary, template: emb.Template, pr
             with contextlib.suppress(FileNotFoundError):
                 (data / transient).unlink()
         staged = Path(tempfile.mkdtemp(prefix=f"{final.name}.build-", dir=final.parent))
-        shutil.move(data, staged / "data")  # a copy when the cache is on another file system
+        # A copy, not a move: the node's files are its OS user's, the cache's stay ours.
+        shutil.copytree(data, staged / "data", symlinks=True)
         os.rename(staged / "data", final)  # atomic: readers see no template or a complete one
     except BaseException:
         node.kill()
@@ -177,8 +184,9 @@ def free_ports(count: int) -> list[int]:
 class Node:
     """One mariadbd with wsrep on: its own data, socket, tmp dir, SQL port and Galera ports."""
 
-    def __init__(self, workdir: Path, number: int, source: Path, ports: list[int]) -> None:
+    def __init__(self, workdir: Path, number: int, source: Path, ports: list[int], identity: Identity | None) -> None:
         self.workdir = workdir
+        self.identity = identity  # who the node runs as
         self.number = number
         self.source = source
         self.port, self.gcomm_port, self.ist_port = ports
@@ -191,17 +199,17 @@ class Node:
 
     @property
     def params(self) -> srv.ConnectParams:
-        return srv.ConnectParams(host="localhost", user="root", unix_socket=str(self.workdir / emb.SOCKET_NAME))
+        return srv.ConnectParams(host="localhost", user=client_name(), unix_socket=str(self.workdir / emb.SOCKET_NAME))
 
-    @property
-    def tcp_params(self) -> srv.ConnectParams:
-        return srv.ConnectParams(host="127.0.0.1", port=self.port, user="root")
-
-    def prepare(self) -> None:
+    def prepare(self, view: str | None = None) -> None:
+        """The node's folders, given to its OS user; `view` written as its gvwstate.dat."""
         self.workdir.mkdir()
         shutil.copytree(self.source, self.workdir / "data")
+        if view is not None:
+            (self.workdir / "data" / GVWSTATE).write_text(view)
         for sub in (emb.FILES_DIR, "tmp"):
             (self.workdir / sub).mkdir()
+        give(self.workdir, self.identity)
 
     def launch(self, binary, template, provider: Path, address: str, extra: tuple[str, ...] = ()) -> None:
         plain = emb.server_command(binary, template, self.workdir)
@@ -229,7 +237,7 @@ class Node:
             "--default-storage-engine=InnoDB",
             *extra,
         ]
-        self.process = emb.launch(command, self.log)
+        self.process = emb.launch(command, self.log, self.identity)
 
     def kill(self) -> None:
         if self.process is not None:
@@ -237,12 +245,10 @@ class Node:
             self.process = None
 
 
-def _write_view(data: Path, me: Node, nodes: list[Node]) -> None:
+def _view(me: Node, nodes: list[Node]) -> str:
     """The last primary component, as Galera saves it: all nodes, re-formed when all are back."""
     members = "".join(f"member: {n.gcomm_id} 0\n" for n in nodes)
-    (data / GVWSTATE).write_text(
-        f"my_uuid: {me.gcomm_id}\n#vwbeg\nview_id: 3 {nodes[0].gcomm_id} 1\nbootstrap: 0\n{members}#vwend\n"
-    )
+    return f"my_uuid: {me.gcomm_id}\n#vwbeg\nview_id: 3 {nodes[0].gcomm_id} 1\nbootstrap: 0\n{members}#vwend\n"
 
 
 class EmbeddedCluster(emb.Throwaway):
@@ -275,18 +281,20 @@ class EmbeddedCluster(emb.Throwaway):
                     self._discard_nodes()
 
     def _boot(self, binary, template, provider: Path, datadir: Path) -> None:
+        identity = server_identity()
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix=emb.WORKDIR_PREFIX))
             self._owner = hold(self.workdir)
+            check_reachable(self.workdir.parent, identity)
+            give(self.workdir, identity)  # the nodes' folders are made inside it, then given
         ports = free_ports(PORTS_PER_NODE * self.size)
         self.nodes = [
-            Node(self.workdir / f"node{i}", i, datadir, ports[(i - 1) * PORTS_PER_NODE : i * PORTS_PER_NODE])
+            Node(self.workdir / f"node{i}", i, datadir, ports[(i - 1) * PORTS_PER_NODE : i * PORTS_PER_NODE], identity)
             for i in range(1, self.size + 1)
         ]
         address = "gcomm://" + ",".join(f"127.0.0.1:{n.gcomm_port}" for n in self.nodes)
         for node in self.nodes:
-            node.prepare()
-            _write_view(node.workdir / "data", node, self.nodes)
+            node.prepare(_view(node, self.nodes))
             node.launch(binary, template, provider, address)
         for node in self.nodes:
             emb.wait_until_ready(node.process, node.params, node.log)

@@ -1,8 +1,11 @@
 """The private throwaway ("embedded") MariaDB or MySQL server, the default when no DSN is given.
 
 Each run gets a fresh copy of a cached, freshly initialised data directory, reachable only
-through a unix socket in its own temp dir. server.py imports this module only when it starts
-one: a run on a DSN defines none of it (start-up, docs/architecture.md).
+through a unix socket in its own temp dir. As root the server runs as the tool's own system
+user (os_user.py), never as root. Its root account (and, when we are not root, the account
+named after our OS user) logs in by unix_socket authentication only: no other OS user, nor
+a program running as the server's user, logs in as it. server.py imports this module only
+when it starts one: a run on a DSN defines none of it (start-up, docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from jobqueue_demo.errors import ServerError, StartFailed, UnusableTemplate
+from jobqueue_demo.engine.os_user import Identity, check_reachable, client_name, give, preexec, server_identity
 from jobqueue_demo.engine.owner import hold
 from jobqueue_demo.engine.server import DSN_ENV, ConnectParams, ServerInfo, parse_version, server_info
 
@@ -36,6 +40,7 @@ TEMPLATE_META = "template.json"
 # Small redo logs keep the template (~26 MB) quick to copy on every start; the
 # lessons' few rows need only a small buffer pool.
 LOG_FILE_SIZE = "8M"
+ROOT_LOGIN = "socket"  # mariadb-install-db's --auth-root-authentication-method
 BUFFER_POOL_SIZE = "16M"
 SOCKET_NAME = "mysqld.sock"
 ERROR_LOG_NAME = "error.log"
@@ -63,7 +68,9 @@ class ServerBinary:
         # of the same version still gets a data directory of its own.
         import hashlib  # here, not at the top: a --dsn run never needs it (start-up, see bench/)
 
-        digest = hashlib.sha256(self.version_text.encode()).hexdigest()[:12]
+        # The accounts the template holds too: its admin account is named after our OS user.
+        seed = "\0".join((self.version_text, ROOT_LOGIN, client_name()))
+        digest = hashlib.sha256(seed.encode()).hexdigest()[:12]
         return f"{self.flavor.lower()}-{self.version}-{digest}"
 
 
@@ -226,11 +233,7 @@ def _build_template(binary: ServerBinary, root: Path, final: Path) -> None:
         shutil.rmtree(stale, ignore_errors=True)
     build = Path(tempfile.mkdtemp(prefix=f"{final.name}.build-", dir=root))
     try:
-        datadir = build / "datadir"
-        if binary.flavor == "MariaDB":
-            _install_mariadb(binary, datadir)
-        else:
-            _install_mysql(binary, datadir)
+        _initialise(binary, build / "datadir")
         meta = {
             "server": binary.version_text,
             "log_file_size": LOG_FILE_SIZE,
@@ -244,7 +247,22 @@ def _build_template(binary: ServerBinary, root: Path, final: Path) -> None:
         raise
 
 
-def _install_mariadb(binary: ServerBinary, datadir: Path) -> None:
+def _initialise(binary: ServerBinary, datadir: Path) -> None:
+    """A fresh data directory at `datadir`, made by the server's user: that user may not enter
+    our cache (root's home), so it works in a temp dir of its own, then we copy it over."""
+    identity = server_identity()
+    work = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX + "install-"))
+    try:
+        check_reachable(work.parent, identity)
+        give(work, identity)
+        install = _install_mariadb if binary.flavor == "MariaDB" else _install_mysql
+        install(binary, work / "datadir", preexec(identity, None))
+        shutil.copytree(work / "datadir", datadir, symlinks=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _install_mariadb(binary: ServerBinary, datadir: Path, as_server: Callable[[], None] | None) -> None:
     basedir = binary.path.resolve().parent.parent
     search = [str(basedir / "bin"), str(basedir / "scripts"), os.environ.get("PATH", "")]
     install_db = _which_any(INSTALL_DB_NAMES, search)
@@ -256,14 +274,18 @@ def _install_mariadb(binary: ServerBinary, datadir: Path) -> None:
         # So the script bootstraps the same server binary we will run.
         f"--basedir={basedir}",
         f"--datadir={datadir}",
-        "--auth-root-authentication-method=normal",
+        # Not $TMPDIR, which the server's user may not write to: its own work dir.
+        f"--tmpdir={datadir.parent}",
+        f"--auth-root-authentication-method={ROOT_LOGIN}",
+        # Only this account besides root (socket-only, for OS root) when we are not root.
+        f"--auth-root-socket-user={client_name()}",
         "--skip-test-db",
         f"--innodb-log-file-size={LOG_FILE_SIZE}",
     ]
-    run_command(command, Path(install_db).name, timeout=INSTALL_TIMEOUT_S)
+    run_command(command, Path(install_db).name, timeout=INSTALL_TIMEOUT_S, preexec=as_server)
 
 
-def _install_mysql(binary: ServerBinary, datadir: Path) -> None:
+def _install_mysql(binary: ServerBinary, datadir: Path, as_server: Callable[[], None] | None) -> None:
     # Written from the MySQL 8.4 manual ("Initializing the Data Directory"); no
     # MySQL server could be installed where this was written, so it is untested.
     # --initialize-insecure makes root@localhost with an empty password, and
@@ -273,10 +295,10 @@ def _install_mysql(binary: ServerBinary, datadir: Path) -> None:
         "--no-defaults",
         "--initialize-insecure",
         f"--datadir={datadir}",
+        f"--tmpdir={datadir.parent}",
         f"--innodb-redo-log-capacity={LOG_FILE_SIZE}",
-        *_user_option(),
     ]
-    run_command(command, f"{binary.path.name} --initialize-insecure", timeout=INSTALL_TIMEOUT_S)
+    run_command(command, f"{binary.path.name} --initialize-insecure", timeout=INSTALL_TIMEOUT_S, preexec=as_server)
 
 
 def _plugin_dir(binary: ServerBinary) -> str | None:
@@ -304,9 +326,10 @@ def _load_template(final: Path) -> Template:
         raise UnusableTemplate(f"the server template {final} is broken ({exc!r})", inode) from exc
 
 
-def _user_option() -> list[str]:
-    # mysqld refuses to run as root unless told that is intended.
-    return ["--user=root"] if os.geteuid() == 0 else []
+def admin_user(binary: ServerBinary) -> str:
+    """The account the tool logs in to its server as: MariaDB's, by unix_socket, is named after
+    our OS user; MySQL's root has no password (untested, see _install_mysql)."""
+    return client_name() if binary.flavor == "MariaDB" else "root"
 
 
 def server_command(binary: ServerBinary, template: Template, workdir: Path) -> list[str]:
@@ -335,7 +358,7 @@ def server_command(binary: ServerBinary, template: Template, workdir: Path) -> l
     else:
         # The X plugin would listen on port 33060 despite --skip-networking.
         command += [f"--innodb-redo-log-capacity={template.log_file_size}", "--mysqlx=OFF"]
-    return command + _user_option()
+    return command
 
 
 def die_with_parent() -> Callable[[], None] | None:
@@ -363,7 +386,8 @@ def die_with_parent() -> Callable[[], None] | None:
     return arm
 
 
-def launch(command: list[str], log_path: Path) -> subprocess.Popen:
+def launch(command: list[str], log_path: Path, identity: Identity | None) -> subprocess.Popen:
+    """The server started as `identity` (server_identity()) in a session of its own."""
     with open(log_path, "ab") as log:
         # Messages written before --log-error takes effect go to the same file.
         # A session of its own keeps the terminal's Ctrl-C and Ctrl-Z away from
@@ -374,7 +398,7 @@ def launch(command: list[str], log_path: Path) -> subprocess.Popen:
             stdout=log,
             stderr=log,
             start_new_session=True,
-            preexec_fn=die_with_parent(),
+            preexec_fn=preexec(identity, die_with_parent()),
         )
 
 
@@ -502,7 +526,7 @@ class ThrowawayProcess(Throwaway):
 class EmbeddedServer(ThrowawayProcess):
     """A private, throwaway server on a unix socket, stopped and deleted on exit.
 
-    `params` (root, no password, the socket) is valid between start and stop.
+    `params` (admin_user's account, on the socket) is valid between start and stop.
     """
 
     def __init__(self, options: tuple[str, ...] = ()) -> None:
@@ -514,7 +538,7 @@ class EmbeddedServer(ThrowawayProcess):
     def params(self) -> ConnectParams:
         if self.workdir is None:
             raise ServerError("the embedded server is not running")
-        return ConnectParams(host="localhost", user="root", unix_socket=str(self.workdir / SOCKET_NAME))
+        return ConnectParams(host="localhost", user=admin_user(self.binary), unix_socket=str(self.workdir / SOCKET_NAME))
 
     def start(self) -> None:
         if self.workdir is not None:
@@ -543,17 +567,21 @@ class EmbeddedServer(ThrowawayProcess):
                 raise UnusableTemplate(str(exc), template.inode) from exc
 
     def _boot(self, binary: ServerBinary, template: Template) -> None:
+        identity = server_identity()
         self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
         # Tells a later run's sweep that this directory is in use for as long as we live.
         self._owner = hold(self.workdir)
+        check_reachable(self.workdir.parent, identity)
         socket_path = self.workdir / SOCKET_NAME
         if len(os.fsencode(socket_path)) > MAX_SOCKET_PATH:
             raise ServerError(f"temp dir path too long for a unix socket: {socket_path}; set a shorter TMPDIR")
         shutil.copytree(template.datadir, self.workdir / "data")
         (self.workdir / FILES_DIR).mkdir()
         (self.workdir / "tmp").mkdir()
+        give(self.workdir, identity)
         log_path = self.workdir / ERROR_LOG_NAME
-        self._process = launch(server_command(binary, template, self.workdir) + list(self.options), log_path)
+        command = server_command(binary, template, self.workdir) + list(self.options)
+        self._process = launch(command, log_path, identity)
         wait_until_ready(self._process, self.params, log_path)
 
 

@@ -7,15 +7,17 @@ dir only (listen_addresses=''). fsync stays on, as in production: a lesson's tim
 those of a real server. deadlock_timeout is 100 ms (the default is 1 s) so that a deadlock
 lesson answers at once; lessons say so.
 
-PostgreSQL refuses to run as root; as root, initdb and postgres run as the `postgres`
-system user, in directories it owns (root's home is not readable by it).
+PostgreSQL refuses to run as root; as root, initdb and postgres run as the tool's own system
+user (os_user.py), in directories it owns (root's home is not readable by it). Only the tool
+logs in as the superuser: each run's pg_hba.conf lets the superuser in by peer authentication
+from the tool's OS user alone, and every other role by its password, so neither a program the
+server runs nor another run's reaches it through the socket.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import re
 import shutil
 import signal
@@ -25,10 +27,10 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import EllipsisType
-from typing import Callable
 from urllib.parse import unquote
 
 from ..errors import ServerError, StartFailed, UsageError
+from .os_user import Identity, check_reachable, client_name, give, preexec, server_identity
 from .owner import hold
 from .embedded import ThrowawayProcess, die_with_parent, inode_of, run_command
 from .server import ANSWER_TIMEOUT_S, is_pg_dsn, refuse_nul, split_dsn
@@ -38,11 +40,11 @@ DEFAULT_PORT = 5432
 CONNECT_TIMEOUT_S = 5
 SUPERUSER = "postgres"
 APPLICATION = "jobqueue-demo"  # application_name; a run's admin connection adds its name (pg_scratch.py)
-SYSTEM_USER = "postgres"  # who runs the server when we are root
 BIN_GLOB = "/usr/lib/postgresql/*/bin"
 TEMPLATE_PREFIX = "postgresql-"
 WORKDIR_PREFIX = "jobqueue-demo-pg-"
 LOG_NAME = "postgres.log"
+PEER_MAP = "tool"
 DEADLOCK_TIMEOUT = "100ms"
 INITDB_OPTIONS = (
     "-U", SUPERUSER, "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8",
@@ -131,7 +133,7 @@ def parse_dsn(dsn: str) -> PgParams:
     database = unquote(parts.path[1:])
     if "/" in database:
         raise UsageError("the DSN's path must be a single database name")
-    user = unquote(parts.username) if parts.username else pwd.getpwuid(os.geteuid()).pw_name
+    user = unquote(parts.username) if parts.username else client_name()
     params = PgParams(
         host=parts.hostname or "localhost",
         port=port or DEFAULT_PORT,
@@ -211,58 +213,8 @@ def find_binaries() -> PgBinaries:
     )
 
 
-def _as_server_user() -> tuple[int, int] | None:
-    """(uid, gid) to run initdb and postgres as, when we are root; None otherwise."""
-    if os.geteuid() != 0:
-        return None
-    try:
-        entry = pwd.getpwnam(SYSTEM_USER)
-    except KeyError:
-        raise ServerError(f"PostgreSQL will not run as root, and there is no '{SYSTEM_USER}' user to run it as") from None
-    return entry.pw_uid, entry.pw_gid
-
-
-def _preexec(identity: tuple[int, int] | None) -> Callable[[], None] | None:
-    """Drop to the server's user, then ask for SIGKILL when we die (the kernel clears a
-    parent-death signal when credentials change, so the order matters)."""
-    arm = die_with_parent()
-    if identity is None:
-        return arm
-
-    def run() -> None:
-        uid, gid = identity
-        os.setgroups([])
-        os.setgid(gid)
-        os.setuid(uid)
-        if arm is not None:
-            arm()
-
-    return run
-
-
-def _run_as(command: list[str], what: str, timeout: float, identity: tuple[int, int] | None) -> str:
-    return run_command(command, what, timeout, _preexec(identity))
-
-
-def _chown_tree(root: Path, identity: tuple[int, int] | None) -> None:
-    if identity is None:
-        return
-    uid, gid = identity
-    os.chown(root, uid, gid)
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            os.lchown(os.path.join(folder, name), uid, gid)
-
-
-def _reachable(folder: Path, identity: tuple[int, int]) -> bool:
-    """Whether the user `identity` may enter `folder` and every folder above it."""
-    uid, gid = identity
-    for each in [folder, *folder.parents]:
-        mode = each.stat()
-        bit = 0o100 if mode.st_uid == uid else 0o010 if mode.st_gid == gid else 0o001
-        if not mode.st_mode & bit:
-            return False
-    return True
+def _run_as(command: list[str], what: str, timeout: float, identity: Identity | None) -> str:
+    return run_command(command, what, timeout, preexec(identity, die_with_parent()))
 
 
 def rebuild_template(binaries: PgBinaries, broken: int | None) -> Path:
@@ -301,13 +253,13 @@ def ensure_template(binaries: PgBinaries) -> Path:
 
 def _build_template(binaries: PgBinaries, final: Path) -> None:
     """Under the template's lock: any earlier build dir belongs to a process that died."""
-    identity = _as_server_user()
+    identity = server_identity()
     for stale in final.parent.glob(f"{final.name}.build-*"):
         shutil.rmtree(stale, ignore_errors=True)
     # initdb runs as the server's user, which may not write in the cache: it works in a temp dir.
     build = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX + "initdb-"))
     try:
-        _chown_tree(build, identity)
+        give(build, identity)
         datadir = build / "data"
         command = [str(binaries.bindir / "initdb"), "-D", str(datadir), *INITDB_OPTIONS]
         _run_as(command, "initdb", INITDB_TIMEOUT_S, identity)
@@ -317,6 +269,15 @@ def _build_template(binaries: PgBinaries, final: Path) -> None:
         staging.rmdir()
     finally:
         shutil.rmtree(build, ignore_errors=True)
+
+
+def _only_the_tool_is_superuser(datadir: Path) -> None:
+    """The template's trust authentication replaced: the superuser by peer authentication from
+    this process's OS user only, every other role (a run's own) by its password."""
+    (datadir / "pg_ident.conf").write_text(f"{PEER_MAP} {client_name()} {SUPERUSER}\n")
+    (datadir / "pg_hba.conf").write_text(
+        f"local all {SUPERUSER} peer map={PEER_MAP}\nlocal all all scram-sha-256\n"
+    )
 
 
 def server_command(binaries: PgBinaries, workdir: Path) -> list[str]:
@@ -365,22 +326,19 @@ class EmbeddedPostgres(ThrowawayProcess):
             self._boot(binaries, template)
 
     def _boot(self, binaries: PgBinaries, template: Path) -> None:
-        identity = _as_server_user()
+        identity = server_identity()
         self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
         self._owner = hold(self.workdir)
-        if identity is not None and not _reachable(self.workdir.parent, identity):
-            raise ServerError(
-                f"as root the embedded PostgreSQL runs as the '{SYSTEM_USER}' user, which cannot enter "
-                f"{self.workdir.parent}: point TMPDIR at a directory it can enter, such as /tmp"
-            )
+        check_reachable(self.workdir.parent, identity)
         shutil.copytree(template, self.workdir / "data", symlinks=True)
-        _chown_tree(self.workdir, identity)
+        _only_the_tool_is_superuser(self.workdir / "data")
+        give(self.workdir, identity)
         log_path = self.workdir / LOG_NAME
         with open(log_path, "ab") as log:
             # A session of its own keeps the terminal's Ctrl-C away from it; we stop it ourselves.
             self._process = subprocess.Popen(
                 server_command(binaries, self.workdir), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                start_new_session=True, preexec_fn=_preexec(identity),
+                start_new_session=True, preexec_fn=preexec(identity, die_with_parent()),
             )
         self._wait_until_ready(log_path)
 
