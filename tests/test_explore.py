@@ -164,6 +164,46 @@ def test_stuck_is_an_outcome_with_the_chain(tmp_path, embedded):
     assert "which is idle in a transaction" in finding.shortest.stuck
 
 
+WAITED_FOR = """\
+title: C waits for A's claim
+sessions: [A, C]
+setup: |
+  CREATE TABLE jobs (id INT PRIMARY KEY) ENGINE=InnoDB;
+  INSERT INTO jobs VALUES (1);
+steps:
+  - A: BEGIN;
+  - A: SELECT id FROM jobs WHERE id = 1 FOR UPDATE;
+  - A: COMMIT;
+  - C: BEGIN;
+  - C: SELECT id FROM jobs WHERE id = 1 FOR UPDATE;
+  - wait: C
+  - C: COMMIT;
+"""
+
+
+def test_a_wait_step_costs_nothing_and_is_never_stuck(tmp_path, embedded):
+    """C waits for A's claim, which only A's COMMIT, a later move, ends: `wait: C` is no move
+    of its own, so it neither spends the step timeout nor makes a schedule stuck."""
+    waited = scenario_file(tmp_path, "waited", WAITED_FOR)
+    plain = scenario_file(tmp_path, "plain", WAITED_FOR.replace("  - wait: C\n", ""))
+    report, seen = run(waited, embedded, step_timeout=1)
+    without, _ = run(plain, embedded, step_timeout=1)
+    assert report.counts == without.counts and report.counts["stuck"] == 0, report.findings
+    assert report.bound == without.bound == math.comb(6, 3) and report.explored == without.explored
+    assert sorted(" ".join(map(str, s.moves)) for s in seen)[0] == "A1 A2 A3 C1 C2 C4"
+
+
+def test_a_wait_for_a_lock_wait_timeout_stays_a_schedule(tmp_path, embedded):
+    """B sets a 1 s lock wait timeout: its claim timing out while A still holds the job is
+    an order of its own (the lesson's, in stalled-worker), as is A committing first."""
+    text = WAITED_FOR.replace("sessions: [A, C]", "sessions:\n  A:\n  C: {innodb_lock_wait_timeout: 1}")
+    report, seen = run(scenario_file(tmp_path, "timeout", text), embedded)
+    timed_out = [s for s in seen if any(str(m) == "C3" for m in s.moves)]
+    assert timed_out and report.counts["stuck"] == 0
+    claims = [e for s in timed_out for e in s.events if isinstance(e, ev.Completed) and e.session == "C" and "FOR UPDATE" in e.sql]
+    assert claims and all(e.result.error.error_class == "lock-not-available" for e in claims)
+
+
 def test_deadlocks_are_counted_and_the_victim_shown(tmp_path, embedded):
     steps = "\n".join(
         f"  - {s}: {sql}"

@@ -31,8 +31,8 @@ from ..scenario.model import Fault, Invariant, Scenario, Statement
 
 FAULTS = ("rollback", "disconnect")
 # Fault steps written in the scenario act on a session from outside, so they can be taken
-# while its statement waits.
-OUTSIDE_ACTIONS = frozenset({"kill", "disconnect", "kill-query", "wait"})
+# while its statement waits. A `wait:` step is different (Space).
+OUTSIDE_ACTIONS = frozenset({"kill", "disconnect", "kill-query"})
 
 OK, VIOLATED, DEADLOCK, ERROR, STUCK, DIVERGED = "ok", "violated", "deadlock", "error", "stuck", "diverged"
 # A schedule's outcome is its worst finding, in this order.
@@ -175,13 +175,25 @@ class Cursor:
             self.ended.add(move.session)
             self.faulted = True
         else:
-            self.positions[move.session] += 1
+            self.positions[move.session] = move.position + 1  # past the `wait:` steps it skipped
+
+
+def _is_wait(step) -> bool:
+    return isinstance(step, Fault) and step.action == "wait"
 
 
 class Space:
-    """The scenario as each session's own sequence of steps; which moves are open when."""
+    """The scenario as each session's own sequence of steps; which moves are open when.
 
-    def __init__(self, scenario: Scenario, faults: tuple[str, ...]):
+    A `wait: B` step lets B's statement end on its own. Explore never sends B a step while
+    B's statement is in flight, so where B's statement has ended the wait is passed over,
+    no move and no time. Where it has not, waiting is a move only when it ends soon: B's
+    session sets a lock wait timeout shorter than the step timeout, or no other move can go
+    (`forced_wait`); else a schedule would spend the step timeout on a wait that only a
+    later step of another session ends, and be called stuck though it is not.
+    """
+
+    def __init__(self, scenario: Scenario, faults: tuple[str, ...], step_timeout: float = 10.0):
         self.scenario = scenario
         self.faults = faults
         self.names = scenario.session_names
@@ -191,6 +203,7 @@ class Space:
             )
             for name in self.names
         }
+        self.times_out = {s.name for s in scenario.sessions if _own_timeout(s) < step_timeout}
         self.lines = {i: s.line for i, s in enumerate(scenario.steps)}
         self._moves: dict[tuple, Move] = {}
 
@@ -200,7 +213,7 @@ class Space:
 
     def bound(self) -> int:
         """How many schedules there are when nothing waits: waits only remove some."""
-        lengths = tuple(len(self.tracks[n]) for n in self.names)
+        lengths = tuple(sum(not _is_wait(s) for _, s in self.tracks[n]) for n in self.names)
         per_point = len(self.faults)
 
         @lru_cache(maxsize=None)
@@ -217,20 +230,41 @@ class Space:
 
         return count(lengths, per_point == 0)
 
+    def _next(self, name: str, position: int, waiting: bool) -> int:
+        """The session's next step: past the `wait:` steps, unless its statement is in flight."""
+        track = self.tracks[name]
+        while not waiting and position < len(track) and _is_wait(track[position][1]):
+            position += 1
+        return position
+
     def enabled(self, cursor: Cursor, blocked: frozenset[str]) -> list[Move]:
         steps, faults = [], []
         for rank, name in enumerate(self.names):
-            position = cursor.positions[name]
+            waiting = name in blocked
+            position = self._next(name, cursor.positions[name], waiting)
             if name in cursor.ended or position >= len(self.tracks[name]):
                 continue
-            waiting = name in blocked
             step = self.tracks[name][position][1]
-            if not waiting or (isinstance(step, Fault) and step.action in OUTSIDE_ACTIONS):
+            if _is_wait(step):
+                go = name in self.times_out
+            else:
+                go = not waiting or (isinstance(step, Fault) and step.action in OUTSIDE_ACTIONS)
+            if go:
                 steps.append(self._move(rank, name, position))
             if not cursor.faulted:
                 # A waiting session cannot send ROLLBACK, but its process can still die.
                 faults += [self._move(rank, name, position, f) for f in self.faults if f == "disconnect" or not waiting]
         return steps + faults
+
+    def forced_wait(self, cursor: Cursor, blocked: frozenset[str]) -> Move | None:
+        """Where no move can go: the `wait:` step of a session whose statement is in flight,
+        which then ends on its own or within the step timeout proves the schedule stuck."""
+        for rank, name in enumerate(self.names):
+            position = cursor.positions[name]
+            track = self.tracks[name]
+            if name in blocked and name not in cursor.ended and position < len(track) and _is_wait(track[position][1]):
+                return self._move(rank, name, position)
+        return None
 
     def step_for(self, move: Move) -> tuple[int, Statement | Fault]:
         index, step = self.tracks[move.session][move.position]
@@ -242,6 +276,12 @@ class Space:
 
 
 # -- choosing the next move ---------------------------------------------------------------
+
+
+def _own_timeout(spec) -> float:
+    """The shortest lock wait timeout the session sets itself (seconds); inf when none."""
+    set_ = [t for t in (spec.innodb_lock_wait_timeout, spec.lock_wait_timeout) if t is not None]
+    return min(set_, default=float("inf"))
 
 
 class Diverged(Exception):
@@ -442,6 +482,11 @@ class ScheduleRunner:
                 time.sleep(LOOK_AGAIN_S)
                 events += self.driver.settle()
                 looked_again = True
+            elif wait := self.space.forced_wait(cursor, self.driver.blocked()):
+                looked_again = False
+                cursor.take(wait)
+                moves.append(wait)
+                events += self.driver.step(*self.space.step_for(wait))
             else:
                 return
 
@@ -508,7 +553,7 @@ def explore(
     scenario: Scenario, server, options: ExploreOptions, on_schedule: Callable[[Execution], None] | None = None
 ) -> Report:
     planned(scenario, options)
-    space = Space(scenario, options.faults)
+    space = Space(scenario, options.faults, options.step_timeout)
     bound = space.bound()
     source = Sampler(options.sample, options.seed) if options.sample else DepthFirst(options.max_schedules)
     started = time.perf_counter()
