@@ -13,6 +13,7 @@ from conftest import ROOT, cli, dsn_env, scratch_databases
 from jobqueue_demo import api as core
 from jobqueue_demo.run import events as ev
 from jobqueue_demo.explore.search import Cursor, ExploreOptions, Space, explore
+from jobqueue_demo.render.explore_report import verdict
 
 SEED = ROOT / "scenarios" / "skip-locked-explore.yaml"
 BROKEN = ROOT / "scenarios" / "claim-without-lock-explore.yaml"
@@ -202,6 +203,48 @@ def test_a_wait_for_a_lock_wait_timeout_stays_a_schedule(tmp_path, embedded):
     assert timed_out and report.counts["stuck"] == 0
     claims = [e for s in timed_out for e in s.events if isinstance(e, ev.Completed) and e.session == "C" and "FOR UPDATE" in e.sql]
     assert claims and all(e.result.error.error_class == "lock-not-available" for e in claims)
+
+
+TYPO = """\
+title: a typo in one worker
+sessions: [A, B]
+setup: |
+  CREATE TABLE jobs (id INT PRIMARY KEY) ENGINE=InnoDB;
+  INSERT INTO jobs VALUES (1);
+steps:
+  - A: SELEC id FROM jobs;
+  - B: SELECT id FROM jobs WHERE id = 1 FOR UPDATE NOWAIT;
+    expect: {error: lock-not-available}
+  - B: DELETE FROM jobs;
+invariants:
+  - name: the job is kept
+    sql: SELECT COUNT(*) FROM jobs
+    expect: [[1]]
+"""
+
+
+def test_an_unexpected_error_fails_the_verdict_first(tmp_path, embedded):
+    path = tmp_path / "typo.yaml"
+    path.write_text(TYPO)
+    done = cli("explore", str(path), env=dsn_env(embedded))
+    assert done.returncode == 1, done.stdout + done.stderr
+    verdict = done.stdout.rstrip().splitlines()[-1]
+    assert verdict == (
+        'verdict: FAILED: unexpected ERROR 1064 for A at line 7 in 3 of 3 schedule(s); "the job is kept" violated (exit 1)'
+    )
+    assert "; unexpected error: ERROR 1064 for A at line 7 (in 3 of 3)\n" in done.stdout
+
+
+def test_an_error_the_lesson_expects_is_told_as_expected(tmp_path, embedded):
+    steps = "  - A: BEGIN;\n  - A: SELECT id FROM jobs FOR UPDATE;\n  - A: COMMIT;\n"
+    text = TYPO.split("steps:")[0] + "steps:\n" + steps + TYPO.split("  - B: DELETE FROM jobs;\n")[0].split("SELEC id FROM jobs;\n")[1]
+    report, _ = run(scenario_file(tmp_path, "expected", text), embedded)
+    assert not report.failed and report.counts["error"] == 0
+    assert report.counts["expected"] == 1 and report.counts["ok"] == 3
+    (finding,) = report.findings
+    assert finding.kind == "expected"
+    assert re.fullmatch(r"ERROR \d+ for B at line 10, as its expect: says \(lock-not-available\)", finding.what)
+    assert verdict(report).endswith(f"; {finding.what} in 1 of 4")
 
 
 def test_deadlocks_are_counted_and_the_victim_shown(tmp_path, embedded):

@@ -35,15 +35,19 @@ FAULTS = ("rollback", "disconnect")
 OUTSIDE_ACTIONS = frozenset({"kill", "disconnect", "kill-query"})
 
 OK, VIOLATED, DEADLOCK, ERROR, STUCK, DIVERGED = "ok", "violated", "deadlock", "error", "stuck", "diverged"
+# An error the statement's `expect:` names: what the lesson says happens, told but no failure.
+EXPECTED = "expected"
 # A schedule's outcome is its worst finding, in this order.
-SEVERITY = (STUCK, DIVERGED, VIOLATED, DEADLOCK, ERROR)
+SEVERITY = (STUCK, DIVERGED, VIOLATED, DEADLOCK, ERROR, EXPECTED)
 # A 1213 on a Galera node that was no deadlock, as a finding says it (run/events.py's
 # Completed.rollback); counted with the deadlocks, the class of the error they share.
 ROLLED_BACK = {
     "certification failure": "failed certification",
     "brute-force abort": "aborted by a write set replicated from another node (brute-force abort)",
 }
-OUTCOMES = (OK, VIOLATED, DEADLOCK, ERROR, STUCK, DIVERGED)
+OUTCOMES = (OK, VIOLATED, DEADLOCK, ERROR, EXPECTED, STUCK, DIVERGED)
+# What makes an exploration fail (exit 1).
+FAILING = (ERROR, VIOLATED, STUCK)
 # How long a wait must last to hold a session back (see RunOptions.confirm_s).
 CONFIRM_WAIT_S = 0.005
 # How often a prefix that met other open moves on replay is run again before it counts.
@@ -108,6 +112,7 @@ class Execution:
     diverged: str | None = None
     index: int = 0  # the walk that produced it, when sampling
     lines: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
+    expected: dict = field(default_factory=dict, repr=False, compare=False)  # step index -> ErrorMatch
 
     def findings(self) -> list[tuple[str, str]]:
         """What went wrong, each as (kind, what), so equal problems group across schedules."""
@@ -120,8 +125,11 @@ class Execution:
             if isinstance(event, ev.Completed) and event.result.error is not None:
                 error = event.result.error
                 where = f"{event.session} at line {self.lines.get(event.index, '?')}"
+                expected = self.expected.get(event.index)
                 if error.error_class == "deadlock":
                     out.append((DEADLOCK, f"{where} {ROLLED_BACK.get(event.rollback, 'chosen as the victim')}"))
+                elif expected is not None and expected.matches(error):
+                    out.append((EXPECTED, f"ERROR {error.code} for {where}, as its expect: says ({expected.spelling})"))
                 else:
                     out.append((ERROR, f"ERROR {error.code} for {where}"))
         return list(dict.fromkeys(out))
@@ -205,6 +213,7 @@ class Space:
         }
         self.times_out = {s.name for s in scenario.sessions if _own_timeout(s) < step_timeout}
         self.lines = {i: s.line for i, s in enumerate(scenario.steps)}
+        self.expected = {i: s.expect.error for i, s in scenario.statements() if s.expect and s.expect.error}
         self._moves: dict[tuple, Move] = {}
 
     def _move(self, *fields) -> Move:
@@ -459,7 +468,8 @@ class ScheduleRunner:
         checks = () if stuck or diverged else self._check(any(m.fault for m in moves))
         self.reset()
         self.driver.conns.catch_up()
-        return Execution(tuple(moves), tuple(events), checks, stuck, diverged, chooser.index, self.space.lines)
+        space = self.space
+        return Execution(tuple(moves), tuple(events), checks, stuck, diverged, chooser.index, space.lines, space.expected)
 
     def _walk(self, chooser, moves: list[Move], events: list) -> None:
         """Takes the chosen moves until none is open."""
@@ -527,7 +537,8 @@ class Report:
 
     @property
     def failed(self) -> bool:
-        return bool(self.counts[VIOLATED] or self.counts[STUCK])
+        """An invariant violated, a schedule stuck, or an error no `expect:` names, in any schedule."""
+        return any(f.kind in FAILING for f in self.findings)
 
     @property
     def per_second(self) -> float:

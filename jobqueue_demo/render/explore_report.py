@@ -12,25 +12,35 @@ OUTCOME_WORDS = {
     "ok": "ok",
     "violated": "invariant violated",
     "deadlock": "deadlock",
-    "error": "error",
+    "error": "unexpected error",
+    "expected": "expected error",
     "stuck": "stuck",
     "diverged": "diverged on replay",
 }
 
 
+# Outcomes the counts line names only when some schedule had them.
+QUIET_OUTCOMES = ("expected", "diverged")
+
+
 def verdict(report) -> str:
-    """The one line a reader takes away, also when everything held."""
+    """The one line a reader takes away, also when everything held: never kinder than the
+    schedules. An error no `expect:` names comes first, as the first thing to fix."""
     invariants = report.scenario.invariants
     violated = {f.what for f in report.findings if f.kind == "violated"}
     broken = [i.name for i in invariants if i.name in violated]
     stuck = report.counts["stuck"]
-    if broken or stuck:
-        parts = [f'"{name}" violated' for name in broken] + ([f"{stuck} schedule(s) stuck"] if stuck else [])
+    errors = [f"unexpected {f.what} in {f.schedules:,} of {report.explored:,} schedule(s)" for f in report.findings if f.kind == "error"]
+    if errors or broken or stuck:
+        parts = errors + [f'"{name}" violated' for name in broken] + ([f"{stuck} schedule(s) stuck"] if stuck else [])
         return f"verdict: FAILED: {'; '.join(parts)} (exit 1)"
+    expected = "".join(
+        f"; {f.what} in {f.schedules:,} of {report.explored:,}" for f in report.findings if f.kind == "expected"
+    )
     if not invariants:
-        return f"verdict: no invariants to check; {report.explored:,} schedule(s) ran without getting stuck"
+        return f"verdict: no invariants to check; {report.explored:,} schedule(s) ran without getting stuck{expected}"
     names = ", ".join(f'"{i.name}"' + (" (without faults)" if i.holds != "always" else "") for i in invariants)
-    return f"verdict: invariants hold in all {report.explored:,} schedule(s): {names}"
+    return f"verdict: invariants hold in all {report.explored:,} schedule(s): {names}{expected}"
 
 
 def _space_line(report) -> str:
@@ -48,7 +58,7 @@ def _space_line(report) -> str:
 def print_report(report, out: TextIO, color: bool) -> None:
     print(_space_line(report), file=out)
     print(f"reset: {report.reset}", file=out)
-    print("outcomes: " + ", ".join(f"{OUTCOME_WORDS[k]} {n}" for k, n in report.counts.items() if n or k != "diverged"), file=out)
+    print("outcomes: " + ", ".join(f"{OUTCOME_WORDS[k]} {n}" for k, n in report.counts.items() if n or k not in QUIET_OUTCOMES), file=out)
     if not report.findings:
         names = ", ".join(f'"{i.name}"' for i in report.scenario.invariants) or "(none written)"
         print(f"no counterexample: every schedule run ended without a problem; invariants: {names}", file=out)
