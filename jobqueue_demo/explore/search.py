@@ -27,7 +27,7 @@ from ..run import events as ev
 from ..errors import StuckError, UsageError
 from ..engine.result import Result
 from ..run.driver import Driver, RunOptions
-from ..scenario.model import Fault, Invariant, Scenario, Statement
+from ..scenario.model import Fault, Invariant, Scenario, Statement, is_wait
 
 FAULTS = ("rollback", "disconnect")
 # Fault steps written in the scenario act on a session from outside, so they can be taken
@@ -37,6 +37,12 @@ OUTSIDE_ACTIONS = frozenset({"kill", "disconnect", "kill-query"})
 OK, VIOLATED, DEADLOCK, ERROR, STUCK, DIVERGED = "ok", "violated", "deadlock", "error", "stuck", "diverged"
 # An error the statement's `expect:` names: what the lesson says happens, told but no failure.
 EXPECTED = "expected"
+# Fault steps that end a session's statement in flight, and the errors it then gets.
+ENDS_STATEMENT = {
+    "kill": ("connection-lost", "interrupted"),
+    "disconnect": ("connection-lost",),
+    "kill-query": ("interrupted",),
+}
 # A schedule's outcome is its worst finding, in this order.
 SEVERITY = (STUCK, DIVERGED, VIOLATED, DEADLOCK, ERROR, EXPECTED)
 # A 1213 on a Galera node that was no deadlock, as a finding says it (run/events.py's
@@ -121,18 +127,26 @@ class Execution:
         if self.stuck:
             return [(STUCK, self._stuck_key())]
         out = [(VIOLATED, c.invariant.name) for c in self.checks if not c.held]
+        faults = {e.session: e for e in self.events if isinstance(e, ev.FaultApplied) and e.action in ENDS_STATEMENT}
         for event in self.events:
             if isinstance(event, ev.Completed) and event.result.error is not None:
-                error = event.result.error
-                where = f"{event.session} at line {self.lines.get(event.index, '?')}"
-                expected = self.expected.get(event.index)
-                if error.error_class == "deadlock":
-                    out.append((DEADLOCK, f"{where} {ROLLED_BACK.get(event.rollback, 'chosen as the victim')}"))
-                elif expected is not None and expected.matches(error):
-                    out.append((EXPECTED, f"ERROR {error.code} for {where}, as its expect: says ({expected.spelling})"))
-                else:
-                    out.append((ERROR, f"ERROR {error.code} for {where}"))
+                out.append(self._error_finding(event, faults.get(event.session)))
         return list(dict.fromkeys(out))
+
+    def _error_finding(self, event: ev.Completed, fault: ev.FaultApplied | None) -> tuple[str, str]:
+        """A deadlock; an error the statement's expect: names, or that a fault step done to
+        its session causes (a killed session's statement loses its connection); else an
+        error nobody expected."""
+        error = event.result.error
+        where = f"{event.session} at line {self.lines.get(event.index, '?')}"
+        expected = self.expected.get(event.index)
+        if error.error_class == "deadlock":
+            return DEADLOCK, f"{where} {ROLLED_BACK.get(event.rollback, 'chosen as the victim')}"
+        if expected is not None and expected.matches(error):
+            return EXPECTED, f"ERROR {error.code} for {where}, as its expect: says ({expected.spelling})"
+        if fault is not None and error.error_class in ENDS_STATEMENT[fault.action]:
+            return EXPECTED, f"ERROR {error.code} for {where}, by the {fault.action} at line {self.lines.get(fault.index, '?')}"
+        return ERROR, f"ERROR {error.code} for {where}"
 
     def _stuck_key(self) -> str:
         """Who waits where: the same whether or not the lock holders were named."""
@@ -186,10 +200,6 @@ class Cursor:
             self.positions[move.session] = move.position + 1  # past the `wait:` steps it skipped
 
 
-def _is_wait(step) -> bool:
-    return isinstance(step, Fault) and step.action == "wait"
-
-
 class Space:
     """The scenario as each session's own sequence of steps; which moves are open when.
 
@@ -222,7 +232,7 @@ class Space:
 
     def bound(self) -> int:
         """How many schedules there are when nothing waits: waits only remove some."""
-        lengths = tuple(sum(not _is_wait(s) for _, s in self.tracks[n]) for n in self.names)
+        lengths = tuple(sum(not is_wait(s) for _, s in self.tracks[n]) for n in self.names)
         per_point = len(self.faults)
 
         @lru_cache(maxsize=None)
@@ -242,7 +252,7 @@ class Space:
     def _next(self, name: str, position: int, waiting: bool) -> int:
         """The session's next step: past the `wait:` steps, unless its statement is in flight."""
         track = self.tracks[name]
-        while not waiting and position < len(track) and _is_wait(track[position][1]):
+        while not waiting and position < len(track) and is_wait(track[position][1]):
             position += 1
         return position
 
@@ -254,7 +264,7 @@ class Space:
             if name in cursor.ended or position >= len(self.tracks[name]):
                 continue
             step = self.tracks[name][position][1]
-            if _is_wait(step):
+            if is_wait(step):
                 go = name in self.times_out
             else:
                 go = not waiting or (isinstance(step, Fault) and step.action in OUTSIDE_ACTIONS)
@@ -271,7 +281,7 @@ class Space:
         for rank, name in enumerate(self.names):
             position = cursor.positions[name]
             track = self.tracks[name]
-            if name in blocked and name not in cursor.ended and position < len(track) and _is_wait(track[position][1]):
+            if name in blocked and name not in cursor.ended and position < len(track) and is_wait(track[position][1]):
                 return self._move(rank, name, position)
         return None
 
