@@ -312,6 +312,38 @@ invariants:
     assert report.explored == 2 and report.counts["ok"] == 2
 
 
+NO_COLUMN_TO_COPY = """\
+title: a table with no column to copy
+engines: [mysql, postgresql]
+sessions: [A, B]
+setup:
+  mysql: |
+    CREATE TABLE marks (v INT AS (1) VIRTUAL);
+    INSERT INTO marks () VALUES (), ();
+  postgresql: |
+    CREATE TABLE marks ();
+    INSERT INTO marks DEFAULT VALUES;
+    INSERT INTO marks DEFAULT VALUES;
+steps:
+  - A: {mysql: "INSERT INTO marks () VALUES ();", postgresql: "INSERT INTO marks DEFAULT VALUES;"}
+  - B: SELECT COUNT(*) FROM marks;
+invariants:
+  - name: one mark more than setup's
+    sql: SELECT COUNT(*) FROM marks
+    expect: [[3]]
+"""
+
+
+@pytest.mark.parametrize("engine", ["embedded", "pg_embedded", "pg_local"])
+def test_a_table_with_no_column_to_copy_is_put_back(tmp_path, engine, request):
+    """PostgreSQL allows a table of no columns, MariaDB one of generated columns only: the
+    reset puts their rows back (it was a syntax error, `INSERT INTO t () ... SELECT  FROM`)."""
+    server = request.getfixturevalue(engine)
+    report = core.explore(scenario_file(tmp_path, "marks", NO_COLUMN_TO_COPY), server, ExploreOptions())
+    assert "snapshot" in report.reset
+    assert report.explored == 2 and report.counts["ok"] == 2, report.findings
+
+
 def test_sample_is_reproducible_and_distinct(embedded):
     scenario = core.load(str(BROKEN))
     first, _ = run(scenario, embedded, sample=25, seed=11, jobs=1)
