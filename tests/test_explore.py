@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import math
@@ -342,6 +343,36 @@ def test_a_table_with_no_column_to_copy_is_put_back(tmp_path, engine, request):
     report = core.explore(scenario_file(tmp_path, "marks", NO_COLUMN_TO_COPY), server, ExploreOptions())
     assert "snapshot" in report.reset
     assert report.explored == 2 and report.counts["ok"] == 2, report.findings
+
+
+COUNTS_ITS_CHECKS = """\
+title: an invariant that holds only the first time its connection asks
+sessions: [A, B]
+steps:
+  - A: SELECT 1;
+  - B: SELECT 2;
+invariants:
+  - name: first check on this connection
+    sql: SELECT @checks := COALESCE(@checks, 0) + 1
+    expect: [[1]]
+"""
+
+
+def test_a_finding_not_reproduced_shows_the_schedule_that_did_it(tmp_path, embedded):
+    """The invariants' connection keeps @checks from one schedule to the next: the second
+    schedule fails, and the run again, on a fresh connection, does not. The report shows
+    the first run, the one that failed, never the run again that did not."""
+    from jobqueue_demo.render.explore_report import print_report
+
+    report, seen = run(scenario_file(tmp_path, "checks", COUNTS_ITS_CHECKS), embedded, jobs=1)
+    (finding,) = report.findings
+    assert not finding.reproduced and finding.shortest.moves == seen[1].moves
+    (failed,) = [c for c in finding.shortest.checks if not c.held]
+    assert failed.got.rows == (("2",),)
+    out = io.StringIO()
+    print_report(report, out, color=False)
+    assert "-- as first run, lock holders not named: run again, this schedule did not show it" in out.getvalue()
+    assert '-- at the end, invariant "first check on this connection"' in out.getvalue()
 
 
 def test_sample_is_reproducible_and_distinct(embedded):

@@ -69,10 +69,11 @@ def print_report(report, out: TextIO, color: bool) -> None:
 
 
 def _by_schedule(findings) -> list[list]:
-    """Findings whose shortest schedule is the same one share a transcript."""
+    """Findings whose shortest schedule is the same one share a transcript (a first run
+    that the run again did not reproduce has a transcript of its own)."""
     groups: dict[tuple, list] = {}
     for finding in findings:
-        groups.setdefault(finding.shortest.moves, []).append(finding)
+        groups.setdefault((finding.shortest.moves, finding.reproduced), []).append(finding)
     return list(groups.values())
 
 
@@ -88,8 +89,13 @@ def _counterexample_lines(report, group) -> list:
         lines.append(Line(f"== the {group[0].left_out} step(s) after it in the schedule found change nothing; "
                           "left out, uncommitted work rolled back before the check", None, NOTE))
     lines += [Line(f"== {e.anomaly}: {e.cause}", None, NOTE) for e in group[0].explanations]
+    lost = [f for f in group if (f.kind, f.what) not in shortest.findings()]
+    if lost:
+        lines.append(Line("-- did not reproduce: run again, this schedule ended without it, and its first run is not "
+                          "kept; no transcript", None, NOTE))
+        return lines
     if not all(f.reproduced for f in group):
-        lines.append(Line("-- note: run again for this transcript, the schedule did not show it this time", None, NOTE))
+        lines.append(Line("-- as first run, lock holders not named: run again, this schedule did not show it", None, NOTE))
     for event in honest_events(report.scenario, shortest.events):
         lines += event_lines(prompted(event, report.scenario.prompts))
     if shortest.stuck:
