@@ -248,6 +248,16 @@ def test_an_error_the_lesson_expects_is_told_as_expected(tmp_path, embedded):
     assert verdict(report).endswith("; 1 ended with an error that was expected, each named above")
 
 
+def test_a_statement_lost_to_a_kill_step_is_expected(tmp_path, embedded):
+    """kill-worker: a session the lesson kills loses its connection, which the kill step,
+    not a mistake, causes."""
+    steps = WAITED_FOR.split("steps:")[1].replace("  - wait: C\n", "  - kill: C\n")
+    report, seen = run(scenario_file(tmp_path, "killed", WAITED_FOR.split("steps:")[0] + "steps:" + steps), embedded)
+    assert not report.failed and report.counts["error"] == 0
+    lost = [f for f in report.findings if f.kind == "expected"]
+    assert lost and all(re.fullmatch(r"ERROR \d+ for C at line \d+, by the kill at line 12", f.what) for f in lost)
+
+
 def test_deadlocks_are_counted_and_the_victim_shown(tmp_path, embedded):
     steps = "\n".join(
         f"  - {s}: {sql}"

@@ -37,7 +37,7 @@ OUTSIDE_ACTIONS = frozenset({"kill", "disconnect", "kill-query"})
 OK, VIOLATED, DEADLOCK, ERROR, STUCK, DIVERGED = "ok", "violated", "deadlock", "error", "stuck", "diverged"
 # An error the statement's `expect:` names: what the lesson says happens, told but no failure.
 EXPECTED = "expected"
-# Fault steps that end a session's statement in flight, and the errors it then gets.
+# Fault steps that end a session's statement or connection, and the errors its statements then get.
 ENDS_STATEMENT = {
     "kill": ("connection-lost", "interrupted"),
     "disconnect": ("connection-lost",),
@@ -488,27 +488,26 @@ class ScheduleRunner:
         while True:
             enabled = self.space.enabled(cursor, self.driver.blocked())
             if enabled:
-                looked_again = False
                 move = chooser.choose(moves, enabled)
                 if move is None:  # a prefix run (minimise.py) ends here
                     return
-                index, step = self.space.step_for(move)
-                events += self.driver.step(index, step)
-                cursor.take(move)
-                moves.append(move)
             elif self.driver.blocked() and not looked_again:
                 # A waiter freed a moment ago can still show its wait (a metadata lock
                 # waiter updates its own state when it wakes): look again before "stuck".
                 time.sleep(LOOK_AGAIN_S)
                 events += self.driver.settle()
                 looked_again = True
-            elif wait := self.space.forced_wait(cursor, self.driver.blocked()):
-                looked_again = False
-                cursor.take(wait)
-                moves.append(wait)
-                events += self.driver.step(*self.space.step_for(wait))
+                continue
             else:
-                return
+                move = self.space.forced_wait(cursor, self.driver.blocked())
+                if move is None:
+                    return
+            looked_again = False
+            # Taken before it runs: a step that ends the schedule stuck is part of its
+            # schedule, so running the schedule again runs it too.
+            cursor.take(move)
+            moves.append(move)
+            events += self.driver.step(*self.space.step_for(move))
 
     def _stuck(self) -> str | None:
         return self.driver.stuck_message("every remaining step is blocked")
