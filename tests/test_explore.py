@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import math
@@ -13,6 +14,7 @@ from conftest import ROOT, cli, dsn_env, scratch_databases
 from jobqueue_demo import api as core
 from jobqueue_demo.run import events as ev
 from jobqueue_demo.explore.search import Cursor, ExploreOptions, Space, explore
+from jobqueue_demo.render.explore_report import verdict
 
 SEED = ROOT / "scenarios" / "skip-locked-explore.yaml"
 BROKEN = ROOT / "scenarios" / "claim-without-lock-explore.yaml"
@@ -164,6 +166,98 @@ def test_stuck_is_an_outcome_with_the_chain(tmp_path, embedded):
     assert "which is idle in a transaction" in finding.shortest.stuck
 
 
+WAITED_FOR = """\
+title: C waits for A's claim
+sessions: [A, C]
+setup: |
+  CREATE TABLE jobs (id INT PRIMARY KEY) ENGINE=InnoDB;
+  INSERT INTO jobs VALUES (1);
+steps:
+  - A: BEGIN;
+  - A: SELECT id FROM jobs WHERE id = 1 FOR UPDATE;
+  - A: COMMIT;
+  - C: BEGIN;
+  - C: SELECT id FROM jobs WHERE id = 1 FOR UPDATE;
+  - wait: C
+  - C: COMMIT;
+"""
+
+
+def test_a_wait_step_costs_nothing_and_is_never_stuck(tmp_path, embedded):
+    """C waits for A's claim, which only A's COMMIT, a later move, ends: `wait: C` is no move
+    of its own, so it neither spends the step timeout nor makes a schedule stuck."""
+    waited = scenario_file(tmp_path, "waited", WAITED_FOR)
+    plain = scenario_file(tmp_path, "plain", WAITED_FOR.replace("  - wait: C\n", ""))
+    report, seen = run(waited, embedded, step_timeout=1)
+    without, _ = run(plain, embedded, step_timeout=1)
+    assert report.counts == without.counts and report.counts["stuck"] == 0, report.findings
+    assert report.bound == without.bound == math.comb(6, 3) and report.explored == without.explored
+    assert sorted(" ".join(map(str, s.moves)) for s in seen)[0] == "A1 A2 A3 C1 C2 C4"
+
+
+def test_a_wait_for_a_lock_wait_timeout_stays_a_schedule(tmp_path, embedded):
+    """B sets a 1 s lock wait timeout: its claim timing out while A still holds the job is
+    an order of its own (the lesson's, in stalled-worker), as is A committing first."""
+    text = WAITED_FOR.replace("sessions: [A, C]", "sessions:\n  A:\n  C: {innodb_lock_wait_timeout: 1}")
+    report, seen = run(scenario_file(tmp_path, "timeout", text), embedded)
+    timed_out = [s for s in seen if any(str(m) == "C3" for m in s.moves)]
+    assert timed_out and report.counts["stuck"] == 0
+    claims = [e for s in timed_out for e in s.events if isinstance(e, ev.Completed) and e.session == "C" and "FOR UPDATE" in e.sql]
+    assert claims and all(e.result.error.error_class == "lock-not-available" for e in claims)
+
+
+TYPO = """\
+title: a typo in one worker
+sessions: [A, B]
+setup: |
+  CREATE TABLE jobs (id INT PRIMARY KEY) ENGINE=InnoDB;
+  INSERT INTO jobs VALUES (1);
+steps:
+  - A: SELEC id FROM jobs;
+  - B: SELECT id FROM jobs WHERE id = 1 FOR UPDATE NOWAIT;
+    expect: {error: lock-not-available}
+  - B: DELETE FROM jobs;
+invariants:
+  - name: the job is kept
+    sql: SELECT COUNT(*) FROM jobs
+    expect: [[1]]
+"""
+
+
+def test_an_unexpected_error_fails_the_verdict_first(tmp_path, embedded):
+    path = tmp_path / "typo.yaml"
+    path.write_text(TYPO)
+    done = cli("explore", str(path), env=dsn_env(embedded))
+    assert done.returncode == 1, done.stdout + done.stderr
+    verdict = done.stdout.rstrip().splitlines()[-1]
+    assert verdict == (
+        'verdict: FAILED: unexpected ERROR 1064 for A at line 7 in 3 of 3 schedule(s); "the job is kept" violated (exit 1)'
+    )
+    assert "; unexpected error: ERROR 1064 for A at line 7 (in 3 of 3)\n" in done.stdout
+
+
+def test_an_error_the_lesson_expects_is_told_as_expected(tmp_path, embedded):
+    steps = "  - A: BEGIN;\n  - A: SELECT id FROM jobs FOR UPDATE;\n  - A: COMMIT;\n"
+    text = TYPO.split("steps:")[0] + "steps:\n" + steps + TYPO.split("  - B: DELETE FROM jobs;\n")[0].split("SELEC id FROM jobs;\n")[1]
+    report, _ = run(scenario_file(tmp_path, "expected", text), embedded)
+    assert not report.failed and report.counts["error"] == 0
+    assert report.counts["expected"] == 1 and report.counts["ok"] == 3
+    (finding,) = report.findings
+    assert finding.kind == "expected"
+    assert re.fullmatch(r"ERROR \d+ for B at line 10, as its expect: says \(lock-not-available\)", finding.what)
+    assert verdict(report).endswith("; 1 ended with an error that was expected, each named above")
+
+
+def test_a_statement_lost_to_a_kill_step_is_expected(tmp_path, embedded):
+    """kill-worker: a session the lesson kills loses its connection, which the kill step,
+    not a mistake, causes."""
+    steps = WAITED_FOR.split("steps:")[1].replace("  - wait: C\n", "  - kill: C\n")
+    report, seen = run(scenario_file(tmp_path, "killed", WAITED_FOR.split("steps:")[0] + "steps:" + steps), embedded)
+    assert not report.failed and report.counts["error"] == 0
+    lost = [f for f in report.findings if f.kind == "expected"]
+    assert lost and all(re.fullmatch(r"ERROR \d+ for C at line \d+, by the kill at line 12", f.what) for f in lost)
+
+
 def test_deadlocks_are_counted_and_the_victim_shown(tmp_path, embedded):
     steps = "\n".join(
         f"  - {s}: {sql}"
@@ -227,6 +321,68 @@ invariants:
     report, seen = run(scenario_file(tmp_path, "inserts", text), embedded)
     assert "snapshot" in report.reset
     assert report.explored == 2 and report.counts["ok"] == 2
+
+
+NO_COLUMN_TO_COPY = """\
+title: a table with no column to copy
+engines: [mysql, postgresql]
+sessions: [A, B]
+setup:
+  mysql: |
+    CREATE TABLE marks (v INT AS (1) VIRTUAL);
+    INSERT INTO marks () VALUES (), ();
+  postgresql: |
+    CREATE TABLE marks ();
+    INSERT INTO marks DEFAULT VALUES;
+    INSERT INTO marks DEFAULT VALUES;
+steps:
+  - A: {mysql: "INSERT INTO marks () VALUES ();", postgresql: "INSERT INTO marks DEFAULT VALUES;"}
+  - B: SELECT COUNT(*) FROM marks;
+invariants:
+  - name: one mark more than setup's
+    sql: SELECT COUNT(*) FROM marks
+    expect: [[3]]
+"""
+
+
+@pytest.mark.parametrize("engine", ["embedded", "pg_embedded", "pg_local"])
+def test_a_table_with_no_column_to_copy_is_put_back(tmp_path, engine, request):
+    """PostgreSQL allows a table of no columns, MariaDB one of generated columns only: the
+    reset puts their rows back (it was a syntax error, `INSERT INTO t () ... SELECT  FROM`)."""
+    server = request.getfixturevalue(engine)
+    report = core.explore(scenario_file(tmp_path, "marks", NO_COLUMN_TO_COPY), server, ExploreOptions())
+    assert "snapshot" in report.reset
+    assert report.explored == 2 and report.counts["ok"] == 2, report.findings
+
+
+COUNTS_ITS_CHECKS = """\
+title: an invariant that holds only the first time its connection asks
+sessions: [A, B]
+steps:
+  - A: SELECT 1;
+  - B: SELECT 2;
+invariants:
+  - name: first check on this connection
+    sql: SELECT @checks := COALESCE(@checks, 0) + 1
+    expect: [[1]]
+"""
+
+
+def test_a_finding_not_reproduced_shows_the_schedule_that_did_it(tmp_path, embedded):
+    """The invariants' connection keeps @checks from one schedule to the next: the second
+    schedule fails, and the run again, on a fresh connection, does not. The report shows
+    the first run, the one that failed, never the run again that did not."""
+    from jobqueue_demo.render.explore_report import print_report
+
+    report, seen = run(scenario_file(tmp_path, "checks", COUNTS_ITS_CHECKS), embedded, jobs=1)
+    (finding,) = report.findings
+    assert not finding.reproduced and finding.shortest.moves == seen[1].moves
+    (failed,) = [c for c in finding.shortest.checks if not c.held]
+    assert failed.got.rows == (("2",),)
+    out = io.StringIO()
+    print_report(report, out, color=False)
+    assert "-- as first run, lock holders not named: run again, this schedule did not show it" in out.getvalue()
+    assert '-- at the end, invariant "first check on this connection"' in out.getvalue()
 
 
 def test_sample_is_reproducible_and_distinct(embedded):

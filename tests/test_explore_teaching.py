@@ -53,6 +53,45 @@ def test_broken_recipe_still_shows_the_double_claim_under_faults(embedded):
     assert done.stdout.rstrip().splitlines()[-1].startswith('verdict: FAILED: "no job done twice" violated')
 
 
+BACK_IN_THE_QUEUE = """\
+title: B gives its job back
+sessions: [A, B]
+setup: |
+  CREATE TABLE jobs (id INT PRIMARY KEY) ENGINE=InnoDB;
+  INSERT INTO jobs VALUES (1), (2);
+steps:
+  - A: BEGIN;
+  - A: SELECT id FROM jobs ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;
+  - B: BEGIN;
+  - B: SELECT id FROM jobs ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;
+  - B: ROLLBACK;
+  - A: SELECT id FROM jobs WHERE id > 1 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;
+    comment: B's job, back in the queue
+    expect: {rows: [[2]]}
+  - A: COMMIT;
+"""
+
+
+def test_a_comment_is_shown_only_while_the_schedule_is_the_lessons_order(tmp_path, embedded):
+    """A's second claim gets job 2 in every order, but it is "B's job, back in the queue"
+    only where B took it and gave it back first, as in the lesson."""
+    from jobqueue_demo.explore.advice import honest_events
+    from jobqueue_demo.explore.search import ExploreOptions, explore
+
+    path = tmp_path / "back.yaml"
+    path.write_text(BACK_IN_THE_QUEUE)
+    scenario = core.load(str(path))
+    seen = {}
+    explore(scenario, embedded, ExploreOptions(), lambda s: seen.setdefault(" ".join(map(str, s.moves)), s))
+
+    def comments(moves: str) -> list:
+        return [e.comment for e in honest_events(scenario, seen[moves].events) if getattr(e, "comment", None)]
+
+    assert comments("A1 A2 B1 B2 B3 A3 A4") == ["B's job, back in the queue"]
+    assert comments("A1 A2 A3 A4 B1 B2 B3") == []  # B had not started
+    assert comments("A1 B1 A2 B2 B3 A3 A4") == []  # the same steps, another order before them
+
+
 WAIT_THEN_DISCONNECT = """\
 title: a waiting session's process dies
 sessions: [A, B]

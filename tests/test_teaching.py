@@ -268,6 +268,45 @@ def test_step_with_pace_runs_on_without_keys(embedded, terminal):
     assert screen[screen.index("A> BEGIN;"):].strip() == GOLDEN.read_text().strip()
 
 
+WAIT_STEPS = """\
+title: one wait that waits, one that has nothing to wait for
+sessions:
+  A:
+  B: {innodb_lock_wait_timeout: 1}
+setup: |
+  CREATE TABLE jobs (id INT PRIMARY KEY) ENGINE=InnoDB;
+  INSERT INTO jobs VALUES (1);
+steps:
+  - A: BEGIN;
+  - A: SELECT id FROM jobs WHERE id = 1 FOR UPDATE;
+  - B: SELECT id FROM jobs WHERE id = 1 FOR UPDATE;
+  - wait: B
+  - A: COMMIT;
+  - wait: A
+  - A: SELECT 1;
+"""
+
+
+def test_step_holds_a_wait_only_while_its_session_waits(embedded, tmp_path):
+    """`wait: A` after A's statement ended does nothing: no prompt for it, no Enter that prints nothing."""
+    from jobqueue_demo.render.stepper import Keys, Pacing, StepGate
+
+    path = tmp_path / "wait-steps.yaml"
+    path.write_text(WAIT_STEPS)
+    keys_in, keys_out = os.pipe()
+    os.write(keys_out, b"\n" * 10)
+    prompt = io.StringIO()
+    try:
+        gate = StepGate(Pacing(True, None), 7, Keys(keys_in), prompt, 200)
+        core.run(core.load(str(path)), embedded, 10.0, gate)
+    finally:
+        os.close(keys_in)
+        os.close(keys_out)
+    held = re.findall(r"-- step (\d)/7.*?, next: (.*)", prompt.getvalue())
+    assert [int(n) for n, _ in held] == [1, 2, 3, 4, 5, 7]
+    assert held[3][1] == "wait until B's statement ends"
+
+
 def test_pace_spaces_the_steps_out(embedded):
     done = cli("run", "skip-locked", "--pace", "0.1", "--format", "json", "--dsn", dsn_of(embedded))
     assert done.returncode == 0, done.stderr

@@ -34,9 +34,10 @@ def explore(
 
     Each session keeps its own step order, and a session whose statement waits on a lock
     takes no further step until it completes. Prints the size of the space, the count of
-    schedules by outcome (ok, invariant violated, deadlock, error, stuck) and, for each
-    distinct problem, the shortest schedule showing it as a transcript. Exits 1 when an
-    invariant was violated or a schedule got stuck.
+    schedules by outcome (ok, invariant violated, deadlock, unexpected error, stuck, and an
+    error a statement's expect: names) and, for each distinct problem, the shortest schedule
+    showing it as a transcript. Exits 1 when an invariant was violated, a schedule got stuck
+    or a statement failed with an error its expect: does not name.
 
     \b
     Example:

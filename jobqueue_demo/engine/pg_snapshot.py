@@ -86,9 +86,12 @@ class PgTableSnapshot:
         if tables:
             restores.append("TRUNCATE " + ", ".join(f"public.{quote(t)}" for t in tables))
         for table in described:
+            # A table with no column to copy (none, or only generated ones) still has rows:
+            # an empty column list is PostgreSQL's `SELECT FROM`, and `()` a syntax error.
             cols = ", ".join(quote(c) for c in table.columns)
+            into = f" ({cols})" if cols else ""
             restores.append(
-                f"INSERT INTO public.{quote(table.name)} ({cols}) OVERRIDING SYSTEM VALUE "
+                f"INSERT INTO public.{quote(table.name)}{into} OVERRIDING SYSTEM VALUE "
                 f"SELECT {cols} FROM {snap}.{quote(table.name)}"
             )
         restores += [

@@ -26,23 +26,33 @@ from ..run import events as ev
 from ..errors import StuckError, UsageError
 from ..engine.result import Result
 from ..run.driver import Driver, RunOptions
-from ..scenario.model import Fault, Invariant, Scenario, Statement
+from ..scenario.model import Fault, Invariant, Scenario, Statement, is_wait
 
 FAULTS = ("rollback", "disconnect")
 # Fault steps written in the scenario act on a session from outside, so they can be taken
-# while its statement waits.
-OUTSIDE_ACTIONS = frozenset({"kill", "disconnect", "kill-query", "wait"})
+# while its statement waits. A `wait:` step is different (Space).
+OUTSIDE_ACTIONS = frozenset({"kill", "disconnect", "kill-query"})
 
 OK, VIOLATED, DEADLOCK, ERROR, STUCK, DIVERGED = "ok", "violated", "deadlock", "error", "stuck", "diverged"
+# An error the statement's `expect:` names: what the lesson says happens, told but no failure.
+EXPECTED = "expected"
+# Fault steps that end a session's statement or connection, and the errors its statements then get.
+ENDS_STATEMENT = {
+    "kill": ("connection-lost", "interrupted"),
+    "disconnect": ("connection-lost",),
+    "kill-query": ("interrupted",),
+}
 # A schedule's outcome is its worst finding, in this order.
-SEVERITY = (STUCK, DIVERGED, VIOLATED, DEADLOCK, ERROR)
+SEVERITY = (STUCK, DIVERGED, VIOLATED, DEADLOCK, ERROR, EXPECTED)
 # A 1213 on a Galera node that was no deadlock, as a finding says it (run/events.py's
 # Completed.rollback); counted with the deadlocks, the class of the error they share.
 ROLLED_BACK = {
     "certification failure": "failed certification",
     "brute-force abort": "aborted by a write set replicated from another node (brute-force abort)",
 }
-OUTCOMES = (OK, VIOLATED, DEADLOCK, ERROR, STUCK, DIVERGED)
+OUTCOMES = (OK, VIOLATED, DEADLOCK, ERROR, EXPECTED, STUCK, DIVERGED)
+# What makes an exploration fail (exit 1).
+FAILING = (ERROR, VIOLATED, STUCK)
 # How long a wait must last to hold a session back (see RunOptions.confirm_s).
 CONFIRM_WAIT_S = 0.005
 # How often a prefix that met other open moves on replay is run again before it counts.
@@ -105,6 +115,7 @@ class Execution:
     diverged: str | None = None
     index: int = 0  # the walk that produced it, when sampling
     lines: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
+    expected: dict = field(default_factory=dict, repr=False, compare=False)  # step index -> ErrorMatch
 
     def findings(self) -> list[tuple[str, str]]:
         """What went wrong, each as (kind, what), so equal problems group across schedules."""
@@ -113,15 +124,26 @@ class Execution:
         if self.stuck:
             return [(STUCK, self._stuck_key())]
         out = [(VIOLATED, c.invariant.name) for c in self.checks if not c.held]
+        faults = {e.session: e for e in self.events if isinstance(e, ev.FaultApplied) and e.action in ENDS_STATEMENT}
         for event in self.events:
             if isinstance(event, ev.Completed) and event.result.error is not None:
-                error = event.result.error
-                where = f"{event.session} at line {self.lines.get(event.index, '?')}"
-                if error.error_class == "deadlock":
-                    out.append((DEADLOCK, f"{where} {ROLLED_BACK.get(event.rollback, 'chosen as the victim')}"))
-                else:
-                    out.append((ERROR, f"ERROR {error.code} for {where}"))
+                out.append(self._error_finding(event, faults.get(event.session)))
         return list(dict.fromkeys(out))
+
+    def _error_finding(self, event: ev.Completed, fault: ev.FaultApplied | None) -> tuple[str, str]:
+        """A deadlock; an error the statement's expect: names, or that a fault step done to
+        its session causes (a killed session's statement loses its connection); else an
+        error nobody expected."""
+        error = event.result.error
+        where = f"{event.session} at line {self.lines.get(event.index, '?')}"
+        expected = self.expected.get(event.index)
+        if error.error_class == "deadlock":
+            return DEADLOCK, f"{where} {ROLLED_BACK.get(event.rollback, 'chosen as the victim')}"
+        if expected is not None and expected.matches(error):
+            return EXPECTED, f"ERROR {error.code} for {where}, as its expect: says ({expected.spelling})"
+        if fault is not None and error.error_class in ENDS_STATEMENT[fault.action]:
+            return EXPECTED, f"ERROR {error.code} for {where}, by the {fault.action} at line {self.lines.get(fault.index, '?')}"
+        return ERROR, f"ERROR {error.code} for {where}"
 
     def _stuck_key(self) -> str:
         """Who waits where: the same whether or not the lock holders were named."""
@@ -172,13 +194,21 @@ class Cursor:
             self.ended.add(move.session)
             self.faulted = True
         else:
-            self.positions[move.session] += 1
+            self.positions[move.session] = move.position + 1  # past the `wait:` steps it skipped
 
 
 class Space:
-    """The scenario as each session's own sequence of steps; which moves are open when."""
+    """The scenario as each session's own sequence of steps; which moves are open when.
 
-    def __init__(self, scenario: Scenario, faults: tuple[str, ...]):
+    A `wait: B` step lets B's statement end on its own. Explore never sends B a step while
+    B's statement is in flight, so where B's statement has ended the wait is passed over,
+    no move and no time. Where it has not, waiting is a move only when it ends soon: B's
+    session sets a lock wait timeout shorter than the step timeout, or no other move can go
+    (`forced_wait`); else a schedule would spend the step timeout on a wait that only a
+    later step of another session ends, and be called stuck though it is not.
+    """
+
+    def __init__(self, scenario: Scenario, faults: tuple[str, ...], step_timeout: float = 10.0):
         self.scenario = scenario
         self.faults = faults
         self.names = scenario.session_names
@@ -188,7 +218,9 @@ class Space:
             )
             for name in self.names
         }
+        self.times_out = {s.name for s in scenario.sessions if _own_timeout(s) < step_timeout}
         self.lines = {i: s.line for i, s in enumerate(scenario.steps)}
+        self.expected = {i: s.expect.error for i, s in scenario.statements() if s.expect and s.expect.error}
         self._moves: dict[tuple, Move] = {}
 
     def _move(self, *fields) -> Move:
@@ -197,7 +229,7 @@ class Space:
 
     def bound(self) -> int:
         """How many schedules there are when nothing waits: waits only remove some."""
-        lengths = tuple(len(self.tracks[n]) for n in self.names)
+        lengths = tuple(sum(not is_wait(s) for _, s in self.tracks[n]) for n in self.names)
         per_point = len(self.faults)
 
         @lru_cache(maxsize=None)
@@ -214,20 +246,41 @@ class Space:
 
         return count(lengths, per_point == 0)
 
+    def _next(self, name: str, position: int, waiting: bool) -> int:
+        """The session's next step: past the `wait:` steps, unless its statement is in flight."""
+        track = self.tracks[name]
+        while not waiting and position < len(track) and is_wait(track[position][1]):
+            position += 1
+        return position
+
     def enabled(self, cursor: Cursor, blocked: frozenset[str]) -> list[Move]:
         steps, faults = [], []
         for rank, name in enumerate(self.names):
-            position = cursor.positions[name]
+            waiting = name in blocked
+            position = self._next(name, cursor.positions[name], waiting)
             if name in cursor.ended or position >= len(self.tracks[name]):
                 continue
-            waiting = name in blocked
             step = self.tracks[name][position][1]
-            if not waiting or (isinstance(step, Fault) and step.action in OUTSIDE_ACTIONS):
+            if is_wait(step):
+                go = name in self.times_out
+            else:
+                go = not waiting or (isinstance(step, Fault) and step.action in OUTSIDE_ACTIONS)
+            if go:
                 steps.append(self._move(rank, name, position))
             if not cursor.faulted:
                 # A waiting session cannot send ROLLBACK, but its process can still die.
                 faults += [self._move(rank, name, position, f) for f in self.faults if f == "disconnect" or not waiting]
         return steps + faults
+
+    def forced_wait(self, cursor: Cursor, blocked: frozenset[str]) -> Move | None:
+        """Where no move can go: the `wait:` step of a session whose statement is in flight,
+        which then ends on its own or within the step timeout proves the schedule stuck."""
+        for rank, name in enumerate(self.names):
+            position = cursor.positions[name]
+            track = self.tracks[name]
+            if name in blocked and name not in cursor.ended and position < len(track) and is_wait(track[position][1]):
+                return self._move(rank, name, position)
+        return None
 
     def step_for(self, move: Move) -> tuple[int, Statement | Fault]:
         index, step = self.tracks[move.session][move.position]
@@ -239,6 +292,12 @@ class Space:
 
 
 # -- choosing the next move ---------------------------------------------------------------
+
+
+def _own_timeout(spec) -> float:
+    """The shortest lock wait timeout the session sets itself (seconds); inf when none."""
+    set_ = [t for t in (spec.innodb_lock_wait_timeout, spec.lock_wait_timeout) if t is not None]
+    return min(set_, default=float("inf"))
 
 
 class Diverged(Exception):
@@ -414,7 +473,8 @@ class ScheduleRunner:
         checks = () if stuck or diverged else self._check(any(m.fault for m in moves))
         self.reset()
         self.driver.conns.catch_up()
-        return Execution(tuple(moves), tuple(events), checks, stuck, diverged, chooser.index, self.space.lines)
+        space = self.space
+        return Execution(tuple(moves), tuple(events), checks, stuck, diverged, chooser.index, space.lines, space.expected)
 
     def _walk(self, chooser, moves: list[Move], events: list) -> None:
         """Takes the chosen moves until none is open."""
@@ -423,22 +483,26 @@ class ScheduleRunner:
         while True:
             enabled = self.space.enabled(cursor, self.driver.blocked())
             if enabled:
-                looked_again = False
                 move = chooser.choose(moves, enabled)
                 if move is None:  # a prefix run (minimise.py) ends here
                     return
-                index, step = self.space.step_for(move)
-                events += self.driver.step(index, step)
-                cursor.take(move)
-                moves.append(move)
             elif self.driver.blocked() and not looked_again:
                 # A waiter freed a moment ago can still show its wait (a metadata lock
                 # waiter updates its own state when it wakes): look again before "stuck".
                 time.sleep(LOOK_AGAIN_S)
                 events += self.driver.settle()
                 looked_again = True
+                continue
             else:
-                return
+                move = self.space.forced_wait(cursor, self.driver.blocked())
+                if move is None:
+                    return
+            looked_again = False
+            # Taken before it runs: a step that ends the schedule stuck is part of its
+            # schedule, so running the schedule again runs it too.
+            cursor.take(move)
+            moves.append(move)
+            events += self.driver.step(*self.space.step_for(move))
 
     def _stuck(self) -> str | None:
         return self.driver.stuck_message("every remaining step is blocked")
@@ -457,7 +521,7 @@ class Finding:
     what: str
     schedules: int  # how many schedules showed it
     shortest: Execution  # the schedule run again with lock holders named, for the transcript
-    reproduced: bool  # the run again showed the same finding
+    reproduced: bool  # the run again showed the same finding; if not, `shortest` is as first run
     left_out: int = 0  # moves at the end of the schedule found that change nothing (minimise.py)
     explanations: tuple = ()  # the anomalies its steps show (anomaly.py)
 
@@ -477,7 +541,8 @@ class Report:
 
     @property
     def failed(self) -> bool:
-        return bool(self.counts[VIOLATED] or self.counts[STUCK])
+        """An invariant violated, a schedule stuck, or an error no `expect:` names, in any schedule."""
+        return any(f.kind in FAILING for f in self.findings)
 
     @property
     def per_second(self) -> float:
@@ -503,19 +568,37 @@ def explore(
     scenario: Scenario, server, options: ExploreOptions, on_schedule: Callable[[Execution], None] | None = None
 ) -> Report:
     planned(scenario, options)
-    space = Space(scenario, options.faults)
+    space = Space(scenario, options.faults, options.step_timeout)
     bound = space.bound()
     source = Sampler(options.sample, options.seed) if options.sample else DepthFirst(options.max_schedules)
     started = time.perf_counter()
-    tallies, reset = _run_all(space, server, options, source, on_schedule)
+    first_runs = FirstRuns(on_schedule)
+    tallies, reset = _run_all(space, server, options, source, first_runs)
     elapsed = time.perf_counter() - started
     if options.sample:
         tallies = _first_distinct(tallies, options.sample)
     counts = dict.fromkeys(OUTCOMES, 0)
     for tally in tallies:
         counts[tally.outcome] += 1
-    findings = _replayed(space, server, options, tallies)
+    findings = _replayed(space, server, options, tallies, first_runs.kept)
     return Report(scenario, server.label, options, bound, len(tallies), source.complete, counts, findings, elapsed, reset)
+
+
+class FirstRuns:
+    """The shortest schedule of each finding as first run: what a report shows when running
+    it again does not show the finding (timing on a cluster)."""
+
+    def __init__(self, then: Callable[[Execution], None] | None):
+        self.then = then
+        self.kept: dict[tuple[str, str], tuple[tuple, Execution]] = {}
+
+    def __call__(self, execution: Execution) -> None:
+        tally = execution.tally()
+        for key in tally.findings:
+            if key not in self.kept or tally.order < self.kept[key][0]:
+                self.kept[key] = (tally.order, execution)
+        if self.then is not None:
+            self.then(execution)
 
 
 def _first_distinct(tallies: list[Tally], count: int) -> list[Tally]:
@@ -585,8 +668,9 @@ def _describe_reset(reset: Snapshot | Rebuild) -> str:
     return f"tables restored from a snapshot ({reset.how})"
 
 
-def _replayed(space: Space, server, options: ExploreOptions, tallies: list[Tally]) -> tuple[Finding, ...]:
-    """The shortest schedule of each distinct finding, run again with lock holders named."""
+def _replayed(space: Space, server, options: ExploreOptions, tallies: list[Tally], first_runs: dict) -> tuple[Finding, ...]:
+    """The shortest schedule of each distinct finding, run again with lock holders named; as
+    first run where the run again did not show it."""
     shortest: dict[tuple[str, str], Tally] = {}
     seen: dict[tuple[str, str], int] = {}
     for tally in tallies:
@@ -600,8 +684,13 @@ def _replayed(space: Space, server, options: ExploreOptions, tallies: list[Tally
     out = []
     with ScheduleRunner(space, server, options, name_blockers=True) as runner:
         for key in sorted(shortest, key=lambda k: (SEVERITY.index(k[0]), names.index(k[1]) if k[0] == VIOLATED else 0, k[1])):
-            replay = runner.run(FirstChoice(shortest[key].moves))
-            out.append(_explained(space, runner, Finding(key[0], key[1], seen[key], replay, key in replay.findings())))
+            moves = shortest[key].moves
+            replay = runner.run(FirstChoice(moves))
+            reproduced = key in replay.findings()
+            first = first_runs.get(key, (None, None))[1]
+            if not reproduced and first is not None and first.moves == moves:
+                replay = first
+            out.append(_explained(space, runner, Finding(key[0], key[1], seen[key], replay, reproduced)))
     return tuple(out)
 
 

@@ -12,25 +12,34 @@ OUTCOME_WORDS = {
     "ok": "ok",
     "violated": "invariant violated",
     "deadlock": "deadlock",
-    "error": "error",
+    "error": "unexpected error",
+    "expected": "expected error",
     "stuck": "stuck",
     "diverged": "diverged on replay",
 }
 
 
+# Outcomes the counts line names only when some schedule had them.
+QUIET_OUTCOMES = ("expected", "diverged")
+
+
 def verdict(report) -> str:
-    """The one line a reader takes away, also when everything held."""
+    """The one line a reader takes away, also when everything held: never kinder than the
+    schedules. An error no `expect:` names comes first, as the first thing to fix."""
     invariants = report.scenario.invariants
     violated = {f.what for f in report.findings if f.kind == "violated"}
     broken = [i.name for i in invariants if i.name in violated]
     stuck = report.counts["stuck"]
-    if broken or stuck:
-        parts = [f'"{name}" violated' for name in broken] + ([f"{stuck} schedule(s) stuck"] if stuck else [])
+    errors = [f"unexpected {f.what} in {f.schedules:,} of {report.explored:,} schedule(s)" for f in report.findings if f.kind == "error"]
+    if errors or broken or stuck:
+        parts = errors + [f'"{name}" violated' for name in broken] + ([f"{stuck} schedule(s) stuck"] if stuck else [])
         return f"verdict: FAILED: {'; '.join(parts)} (exit 1)"
+    met = report.counts["expected"]
+    expected = f"; {met:,} ended with an error that was expected, each named above" if met else ""
     if not invariants:
-        return f"verdict: no invariants to check; {report.explored:,} schedule(s) ran without getting stuck"
+        return f"verdict: no invariants to check; {report.explored:,} schedule(s) ran without getting stuck{expected}"
     names = ", ".join(f'"{i.name}"' + (" (without faults)" if i.holds != "always" else "") for i in invariants)
-    return f"verdict: invariants hold in all {report.explored:,} schedule(s): {names}"
+    return f"verdict: invariants hold in all {report.explored:,} schedule(s): {names}{expected}"
 
 
 def _space_line(report) -> str:
@@ -48,7 +57,7 @@ def _space_line(report) -> str:
 def print_report(report, out: TextIO, color: bool) -> None:
     print(_space_line(report), file=out)
     print(f"reset: {report.reset}", file=out)
-    print("outcomes: " + ", ".join(f"{OUTCOME_WORDS[k]} {n}" for k, n in report.counts.items() if n or k != "diverged"), file=out)
+    print("outcomes: " + ", ".join(f"{OUTCOME_WORDS[k]} {n}" for k, n in report.counts.items() if n or k not in QUIET_OUTCOMES), file=out)
     if not report.findings:
         names = ", ".join(f'"{i.name}"' for i in report.scenario.invariants) or "(none written)"
         print(f"no counterexample: every schedule run ended without a problem; invariants: {names}", file=out)
@@ -60,10 +69,11 @@ def print_report(report, out: TextIO, color: bool) -> None:
 
 
 def _by_schedule(findings) -> list[list]:
-    """Findings whose shortest schedule is the same one share a transcript."""
+    """Findings whose shortest schedule is the same one share a transcript (a first run
+    that the run again did not reproduce has a transcript of its own)."""
     groups: dict[tuple, list] = {}
     for finding in findings:
-        groups.setdefault(finding.shortest.moves, []).append(finding)
+        groups.setdefault((finding.shortest.moves, finding.reproduced), []).append(finding)
     return list(groups.values())
 
 
@@ -79,8 +89,13 @@ def _counterexample_lines(report, group) -> list:
         lines.append(Line(f"== the {group[0].left_out} step(s) after it in the schedule found change nothing; "
                           "left out, uncommitted work rolled back before the check", None, NOTE))
     lines += [Line(f"== {e.anomaly}: {e.cause}", None, NOTE) for e in group[0].explanations]
+    lost = [f for f in group if (f.kind, f.what) not in shortest.findings()]
+    if lost:
+        lines.append(Line("-- did not reproduce: run again, this schedule ended without it, and its first run is not "
+                          "kept; no transcript", None, NOTE))
+        return lines
     if not all(f.reproduced for f in group):
-        lines.append(Line("-- note: run again for this transcript, the schedule did not show it this time", None, NOTE))
+        lines.append(Line("-- as first run, lock holders not named: run again, this schedule did not show it", None, NOTE))
     for event in honest_events(report.scenario, shortest.events):
         lines += event_lines(prompted(event, report.scenario.prompts))
     if shortest.stuck:

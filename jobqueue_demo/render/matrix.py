@@ -47,6 +47,6 @@ def explore_matrix_lines(runs, scenario_path: str, server_label: str) -> list[st
     if failed:
         verdict = f"verdict: FAILED under {', '.join(failed)} of {len(plan)} combination(s) (exit 1)"
     else:
-        verdict = f"verdict: invariants hold and nothing got stuck under all {len(plan)} combination(s)"
+        verdict = f"verdict: invariants hold, no unexpected error and nothing got stuck under all {len(plan)} combination(s)"
     header = f"-- {scenario_path}: {len(plan)} combination(s) on {server_label}"
     return [header, matrix_text(plan, "schedules", rows), *restart_lines(runs), verdict]

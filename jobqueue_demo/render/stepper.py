@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from ..run import events as ev
-from ..scenario.model import Fault, Locks, Narration, Statement
+from ..scenario.model import Fault, Locks, Narration, Statement, is_wait
 
 ADVANCE = ("\n", "\r", " ")
 # "" is end of input: with nobody left to press Enter, stopping is the only clean choice.
@@ -85,6 +85,8 @@ def step_text(step) -> str:
         return f"{step.session}> {' '.join(step.sql.split())}"
     if isinstance(step, Narration):
         return f"(narration) {' '.join(step.text.split())}"
+    if is_wait(step):
+        return f"wait until {step.session}'s statement ends"
     if isinstance(step, Fault):
         return f"{step.action} {step.session}"
     if isinstance(step, Locks):
@@ -144,6 +146,8 @@ class StepGate:
                 raise Interrupted(self.at, self.total) from None
 
     def _hold(self, event: ev.StepStarting) -> None:
+        if is_wait(event.step) and event.step.session not in self.waiting:
+            return  # its statement has ended already: the step does nothing, and shows nothing
         if not self.pacing.step:
             if self.pacing.pace and event.index > 0:
                 time.sleep(self.pacing.pace)

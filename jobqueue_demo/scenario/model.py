@@ -121,6 +121,11 @@ class Locks:
 Step = Statement | Narration | Fault | Locks
 
 
+def is_wait(step: Step) -> bool:
+    """A `wait:` step: it sends nothing, it lets the session's statement end on its own."""
+    return isinstance(step, Fault) and step.action == "wait"
+
+
 @dataclass
 class Invariant:
     """A check `explore` runs after a schedule: `sql` must return `expect`."""
