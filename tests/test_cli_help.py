@@ -47,3 +47,16 @@ def test_each_command_is_where_main_looks_for_it():
         assert name in COMMAND_MODULES[module], f"{name} is registered by cli/{module}.py"
     listed = [name for names in COMMAND_MODULES.values() for name in names]
     assert sorted(listed) == command_names()
+
+
+def test_every_option_says_its_default_once_and_reads_as_one_sentence():
+    """An option's help built from another's must not nest its text: `compare --dsn` once read
+    "(Server to use: ... Default: ... started for this run.). Default: for each engine ..."."""
+    import typer.main
+
+    group = typer.main.get_command(all_commands())
+    for name, command in group.commands.items():
+        for param in command.params:
+            text = getattr(param, "help", None) or ""
+            assert text.count("Default:") + text.count("[default:") <= 1, f"{name} {param.opts}: {text}"
+            assert ".)" not in text and "(Server to use" not in text, f"{name} {param.opts}: {text}"

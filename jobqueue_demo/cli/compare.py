@@ -8,7 +8,7 @@ from typing import List
 import typer
 
 from ..errors import EXIT_MISMATCH
-from .shared import DSN_HELP, StepTimeout, app, options
+from .shared import DSN_FORMS, StepTimeout, app, options
 
 
 class CompareFormat(str, Enum):
@@ -21,8 +21,8 @@ def compare(
     scenario: str = typer.Argument(..., help="Lesson name or scenario file, written for both engines."),
     dsn: List[str] = typer.Option(
         [], "--dsn", show_default=False,
-        help="Twice, one server per side (" + DSN_HELP + "). Default: for each engine, $JOBQUEUE_DEMO_DSN where it names that engine, "
-        "else that engine's embedded server.",
+        help=f"Twice, one server per side: {DSN_FORMS}. Default: for each engine, $JOBQUEUE_DEMO_DSN where it "
+        "names that engine, else that engine's private throwaway server.",
     ),
     step_timeout: StepTimeout = 10.0,
     fmt: CompareFormat = typer.Option(

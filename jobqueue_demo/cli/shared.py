@@ -26,9 +26,11 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
+DSN_FORMS = (
+    "mysql://user:pass@host:port/db (or ?unix_socket=/path), or postgresql://user@host:port/db (or ?host=/socket/dir)"
+)
 DSN_HELP = (
-    "Server to use: mysql://user:pass@host:port/db (or ?unix_socket=/path), or "
-    "postgresql://user@host:port/db (or ?host=/socket/dir). "
+    f"Server to use: {DSN_FORMS}. "
     "Default: $JOBQUEUE_DEMO_DSN, else a private throwaway server (see --engine) started for this run."
 )
 ENGINE_HELP = (
