@@ -181,6 +181,7 @@ def test_bad_scenario(tmp_path, content, line, column, words):
 
 # A mistake the message names the fix of: the words it must contain.
 FIXES = [
+    ("step keyword misspelt", BASE + "  - narate: hello\n", 5, 5, "unknown key 'narate' in a step: did you mean 'narrate'?"),
     ("bare lock", BASE + "  - lock\n", 5, 5, "did you mean 'locks'?"),
     ("colon missing after the session", BASE + "  - B BEGIN;\n", 5, 5, "did you mean 'B: BEGIN;' (a colon after the session)?"),
     ("fault without its session", BASE + "  - kil\n", 5, 5, "did you mean 'kill: SESSION'?"),

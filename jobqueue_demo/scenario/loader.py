@@ -129,9 +129,9 @@ STEP_WORDS = tuple(sorted(STATEMENT_KEYS | {"narrate", "locks"} | set(FAULT_ACTI
 
 
 def _did_you_mean(word: str, sessions: set[str]) -> str:
-    nearest = nearest(word, STEP_WORDS) or nearest(word, sessions)
-    if nearest:
-        return f": did you mean '{nearest}'?"
+    guess = nearest(word, STEP_WORDS) or nearest(word, sessions)
+    if guess:
+        return f": did you mean '{guess}'?"
     return f" (a step takes one of: {', '.join(STEP_WORDS)}, or a session: {', '.join(sorted(sessions))})"
 
 
