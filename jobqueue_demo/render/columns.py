@@ -25,6 +25,7 @@ from .transcript import (
     deadlock_lines,
     event_lines,
     fault_text,
+    is_error,
     locks_taken_text,
     result_lines,
     statement_lines,
@@ -187,7 +188,7 @@ class ColumnsLayout:
         width = self._width(block)
         out = []
         for line in block.lines:
-            kind = ERROR if line.kind == RESULT and line.text.startswith("ERROR ") else line.kind
+            kind = ERROR if is_error(line) else line.kind
             for piece in wrap_line(line, width):
                 out.append(Segment(pad(piece, width), kind, line.session))
         return out or [Segment(" " * width)]

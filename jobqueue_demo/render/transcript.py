@@ -99,6 +99,11 @@ def _error_notes(session: str, result: Result, rollback: str | None) -> list[Lin
     return [Line(text, session, NOTE)]
 
 
+def is_error(line: Line) -> bool:
+    """A server's error line, in MySQL's form (`ERROR 1213 (40001): …`) or psql's (`ERROR:  …`)."""
+    return line.kind == RESULT and line.text.startswith(("ERROR ", "ERROR:"))
+
+
 def _comment(comment: str | None, extra: str | None) -> str | None:
     parts = [p for p in (comment, extra) if p]
     return " · ".join(parts) or None
@@ -202,6 +207,6 @@ class TranscriptWriter:
         colour = self.colours.get(line.session)
         if line.kind in (SQL, RESULT) and colour is None:
             return ""
-        if line.kind == RESULT and line.text.startswith("ERROR "):
+        if is_error(line):
             return ERROR_STYLE
         return STYLES[line.kind].format(c=colour)
