@@ -226,10 +226,10 @@ def bench_command(
     if as_json:
         print(json.dumps({**result.as_dict(), "plot": plot if plotted else None}))
         return
-    from ..render.live import bench_table
+    from ..render.live import bench_table, headline_lines
 
     print(bench_table(result))
-    for line in _headline_lines(result):
+    for line in headline_lines(result):
         print(line)
     if plot:
         print(f"plot written to {plot}" if plotted else NO_PLOT)
@@ -263,15 +263,3 @@ def _row_printer():
         say(f"-- {row.run.isolation} {row.run.strategy} x{row.run.workers}: {row.run.jobs_per_s:,.0f} jobs/s")
 
     return show
-
-
-def _headline_lines(result) -> list[str]:
-    lines = []
-    for h in result.headlines:
-        ratio = "-" if h.skip_locked_vs_for_update is None else f"{h.skip_locked_vs_for_update:.2f}x"
-        share = "-" if h.skip_locked_share_of_ceiling is None else f"{h.skip_locked_share_of_ceiling:.0%}"
-        lines.append(f"{h.isolation} at {h.workers} workers: skip-locked {ratio} for-update; {share} of the ceiling")
-    if result.deadlocks:
-        counts = ", ".join(f"{iso} {n:,}" for iso, n in result.deadlocks.items())
-        lines.append(f"deadlocks over the sweep: {counts}")
-    return lines

@@ -194,3 +194,27 @@ def _rerun(run: WorkersSummary) -> str | None:
 
 def _number(value: float | None) -> str | None:
     return None if value is None else f"{value:.2f}"
+
+
+def headline_lines(result: SweepResult) -> list[str]:
+    """skip-locked against for-update and the ceiling, per isolation; a ratio only to a strategy that ran."""
+    lines = [_headline(h) for h in result.headlines]
+    if result.deadlocks:
+        counts = ", ".join(f"{iso} {n:,}" for iso, n in result.deadlocks.items())
+        lines.append(f"deadlocks over the sweep: {counts}")
+    return lines
+
+
+def _headline(h) -> str:
+    head = f"{h.isolation} at {h.workers} workers: "
+    if h.skip_locked_share_of_ceiling is None:
+        return head + "skip-locked was not in this sweep (--strategies), so there is no headline"
+    if h.skip_locked_vs_for_update is None:
+        ratio = "skip-locked (for-update was not in this sweep: no ratio)"
+    else:
+        ratio = f"skip-locked {h.skip_locked_vs_for_update:.2f}x for-update"
+    share = f"{h.skip_locked_share_of_ceiling:.0%} of the ceiling"
+    if h.skip_locked_share_of_ceiling > 1:
+        # The ceiling is a run of its own, not a bound: a cold or disturbed ceiling run is beaten.
+        share += " (above 100%: the ceiling's own run was slower, a noisy figure; --repeat 3 takes medians)"
+    return f"{head}{ratio}; {share}"
