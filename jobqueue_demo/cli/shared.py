@@ -135,15 +135,24 @@ def server_for(dsn: str | list[str] | None, scenarios: tuple = (), cluster: int 
     return api.server(single, options.allow_shared_user, options.engine, size, nodes)
 
 
+def fitted(text: str, stream) -> str:
+    """`text` wrapped to the terminal `stream` writes to (render/wrap.py); as it is in a file or a pipe."""
+    if not stream.isatty():
+        return text
+    from ..render.wrap import terminal_width, wrap_lines
+
+    return "\n".join(wrap_lines(text, terminal_width(stream), "   "))
+
+
 def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    print(fitted(text, sys.stderr), file=sys.stderr, flush=True)
 
 
 def heading(text: str, to_stderr: bool) -> None:
     if to_stderr:
         say(text)
     else:
-        print(text, flush=True)
+        print(fitted(text, sys.stdout), flush=True)
 
 
 def say_notes(exc: BaseException) -> None:

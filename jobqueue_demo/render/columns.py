@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from ..run import events as ev
 from .color import console, session_colours
-from .table import display_width, format_table
+from .table import format_table
 from .transcript import (
     NARRATION,
     NOTE,
@@ -31,6 +31,7 @@ from .transcript import (
     statement_lines,
     wait_phrase,
 )
+from .wrap import cells, fold, reflow, wrap
 
 WAIT, ERROR, MARK, HEAD, FRAME, TABLE = "wait", "error", "mark", "head", "frame", "table"
 # The narrowest column that holds a prompt and a statement keyword ("relay> SELECT id,").
@@ -65,49 +66,6 @@ class Block:
     first: int
     last: int
     lines: tuple[Line, ...]
-
-
-# Terminal cells a line takes, counted as psql counts them (wide characters two).
-cells = display_width
-
-
-def fold(text: str, width: int) -> list[str]:
-    """Cut `text` into pieces of at most `width` cells, wherever that falls."""
-    out, piece, used = [], "", 0
-    for char in text:
-        size = display_width(char)
-        if used + size > width and piece:
-            out.append(piece)
-            piece, used = "", 0
-        piece += char
-        used += size
-    return out + [piece] if piece or not out else out
-
-
-def wrap(text: str, width: int, indent: str = "") -> list[str]:
-    """Word-wrap to `width` cells, later lines starting with `indent`; long words fold.
-
-    Leading spaces are kept, since they align SQL under its prompt.
-    """
-    indent = indent[: width // 2]
-    body = text.expandtabs(4).lstrip(" ")
-    out: list[str] = []
-    line = text[: len(text) - len(body)]
-    for word in body.split(" "):
-        candidate = f"{line} {word}" if line.strip() else line + word
-        if cells(candidate) <= width:
-            line = candidate
-            continue
-        if line.strip():
-            out.append(line)
-            line = indent + word
-        else:
-            line = candidate
-        while cells(line) > width:
-            head = fold(line, width)[0]
-            out.append(head)
-            line = indent + line[len(head):]
-    return out + [line] if line.strip() or not out else out
 
 
 class ColumnsLayout:
@@ -285,7 +243,7 @@ def wrap_line(line: Line, width: int) -> list[str]:
     if line.kind == TABLE:
         return fold(line.text, width)
     if line.kind == NARRATION:
-        return wrap(line.text, width)
+        return reflow(line.text, width)
     return wrap(line.text, width, "   " if line.kind in (NOTE, WAIT, RESULT) else "")
 
 
@@ -322,7 +280,7 @@ class ColumnsView:
         if self.layout.cell < MIN_CELL:
             from .transcript import TranscriptWriter
 
-            self.fallback = TranscriptWriter(stream, sessions, color)
+            self.fallback = TranscriptWriter(stream, sessions, color, width)
             need = MIN_CELL * len(sessions) + len(self.layout.glyphs.sep) * (len(sessions) - 1)
             self.note = Line(
                 f"-- columns: {len(sessions)} sessions in {width} columns leave {self.layout.cell} characters each, "

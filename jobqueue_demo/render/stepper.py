@@ -99,7 +99,7 @@ def prompt_lines(index: int, total: int, step, width: int, waiting: tuple[str, .
     would end their statement with an error the lesson does not show.
     """
     held = f" ({', '.join(waiting)} waiting on a lock)" if waiting else ""
-    from .columns import wrap
+    from .wrap import wrap
 
     lines = wrap(f"-- step {index + 1}/{total}{held}, next: {step_text(step)}", width - 1, "   ")
     if len(lines) > PROMPT_MAX_LINES:
@@ -129,7 +129,7 @@ class StepGate:
         if isinstance(event, ev.RunStarted) and self.pacing.step:
             text = (f"-- step-through on scratch database {event.database}: "
                     "Enter runs the next step, q quits (everything is rolled back)")
-            from .columns import wrap
+            from .wrap import wrap
 
             self._say("\n".join(wrap(text, self.width - 1, "   ")) + "\n")
         if isinstance(event, ev.Waiting):

@@ -1,0 +1,131 @@
+"""Every line a view writes fits its width: the one wrapping all views share.
+
+Text breaks at spaces, continuation lines indented; a word is cut only when it alone is wider
+than the line. Narration is prose: its source's single line breaks are spaces, blank lines
+are paragraph breaks. Our own tables too wide for the width are cut into several tables,
+each repeating the key columns. Only a server's result table keeps psql's form whatever the
+width: it is what the server returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .table import display_width, format_table
+
+# Terminal cells a line takes, counted as psql counts them (wide characters two).
+cells = display_width
+
+
+def terminal_width(stream) -> int | None:
+    """The width of the terminal `stream` writes to; None for a file or a pipe, which are not wrapped."""
+    if not stream.isatty():
+        return None
+    import shutil
+
+    return shutil.get_terminal_size().columns
+
+
+def fold(text: str, width: int) -> list[str]:
+    """Cut `text` into pieces of at most `width` cells, wherever that falls."""
+    out, piece, used = [], "", 0
+    for char in text:
+        size = display_width(char)
+        if used + size > width and piece:
+            out.append(piece)
+            piece, used = "", 0
+        piece += char
+        used += size
+    return out + [piece] if piece or not out else out
+
+
+def wrap(text: str, width: int | None, indent: str = "") -> list[str]:
+    """Word-wrap one line to `width` cells, later lines starting with `indent`; a word wider
+    than the line is folded. Leading spaces are kept, since they align SQL under its prompt.
+    `width` None: the line as it is."""
+    if width is None:
+        return [text]
+    indent = indent[: width // 2]
+    body = text.expandtabs(4).lstrip(" ")
+    out: list[str] = []
+    line = text[: len(text) - len(body)]
+    for word in body.split(" "):
+        candidate = f"{line} {word}" if line.strip() else line + word
+        if cells(candidate) <= width:
+            line = candidate
+            continue
+        if line.strip():
+            out.append(line)
+            line = indent + word
+        else:
+            line = candidate
+        while cells(line) > width:
+            head = fold(line, width)[0]
+            out.append(head)
+            line = indent + line[len(head):]
+    return out + [line] if line.strip() or not out else out
+
+
+def wrap_lines(text: str, width: int | None, indent: str = "") -> list[str]:
+    """Each line of `text` wrapped on its own: its line breaks are kept."""
+    return [piece for line in text.split("\n") for piece in wrap(line, width, indent)]
+
+
+def paragraphs(text: str) -> list[str]:
+    """Prose as paragraphs: lines joined with spaces, a blank line between paragraphs."""
+    found = [" ".join(chunk.split()) for chunk in text.strip().split("\n\n")]
+    return [p for p in found if p]
+
+
+def reflow(text: str, width: int | None, indent: str = "") -> list[str]:
+    """Prose rewrapped to `width`, paragraphs apart; `width` None leaves it as written."""
+    if width is None:
+        return text.split("\n")
+    out: list[str] = []
+    for paragraph in paragraphs(text):
+        out += ([""] if out else []) + wrap(paragraph, width, indent)
+    return out
+
+
+def fitted_table(columns: Sequence[str], numeric: Sequence[bool], rows: Sequence[Sequence[str | None]],
+                 width: int | None, keys: int = 1) -> str:
+    """Our own table in psql's form, within `width`: cut into several tables, each with the
+    first `keys` columns, when its rows are wider; a value still too wide wraps inside its cell."""
+    whole = format_table(columns, numeric, rows)
+    if width is None or _widest(whole) <= width:
+        return whole
+    groups = _column_groups(columns, numeric, rows, width, keys)
+    return "\n\n".join(_table_of(group, columns, numeric, rows, width, keys) for group in groups)
+
+
+def _widest(table: str) -> int:
+    return max(cells(line) for line in table.split("\n"))
+
+
+def _column_groups(columns, numeric, rows, width: int, keys: int) -> list[list[int]]:
+    """The other columns, in order, as many to a table as fit beside the key columns."""
+    groups: list[list[int]] = []
+    for index in range(keys, len(columns)):
+        trial = [*groups[-1], index] if groups else [index]
+        if groups and _widest(_project(trial, columns, numeric, rows, keys)) <= width:
+            groups[-1] = trial
+        else:
+            groups.append([index])
+    return groups or [[]]
+
+
+def _project(group, columns, numeric, rows, keys: int) -> str:
+    picked = [*range(keys), *group]
+    return format_table([columns[i] for i in picked], [numeric[i] for i in picked], [[r[i] for i in picked] for r in rows])
+
+
+def _table_of(group, columns, numeric, rows, width: int, keys: int) -> str:
+    table = _project(group, columns, numeric, rows, keys)
+    if _widest(table) <= width:
+        return table
+    picked = [*range(keys), *group]
+    # One column left and still too wide: its values wrap, in the room the others leave.
+    others = _widest(_project([], columns, numeric, rows, keys)) if keys else 0
+    room = max(8, width - others - 3)
+    wrapped = [[r[i] if i < keys or r[i] is None else "\n".join(wrap_lines(r[i], room)) for i in picked] for r in rows]
+    return format_table([columns[i] for i in picked], [numeric[i] for i in picked], wrapped)
