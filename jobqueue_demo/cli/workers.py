@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 from typing import Annotated, Optional
 
 import typer
 
 from .. import api
-from .shared import Cluster, Dsn, Dsns, app, options, say, server_for
+from .shared import Cluster, Dsn, Dsns, app, fitted, options, say, server_for
 from ..errors import EXIT_MISMATCH, WorkersStuck
 
 REGISTRY = api.strategies()
@@ -227,12 +228,14 @@ def bench_command(
         print(json.dumps({**result.as_dict(), "plot": plot if plotted else None}))
         return
     from ..render.live import bench_table, headline_lines
+    from ..render.wrap import terminal_width
 
-    print(bench_table(result))
-    for line in headline_lines(result):
+    width = terminal_width(sys.stdout)
+    print(bench_table(result, width))
+    for line in headline_lines(result, width):
         print(line)
     if plot:
-        print(f"plot written to {plot}" if plotted else NO_PLOT)
+        print(fitted(f"plot written to {plot}" if plotted else NO_PLOT, sys.stdout))
     held = all(row.run.invariants_hold for row in result.rows)
     print(f"invariants hold in all {config.runs} runs: no job lost, none done twice" if held else "invariants violated in a run")
 

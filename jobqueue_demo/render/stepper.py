@@ -103,7 +103,11 @@ def prompt_lines(index: int, total: int, step, width: int, waiting: tuple[str, .
 
     lines = wrap(f"-- step {index + 1}/{total}{held}, next: {step_text(step)}", width - 1, "   ")
     if len(lines) > PROMPT_MAX_LINES:
-        lines = lines[: PROMPT_MAX_LINES - 1] + [lines[PROMPT_MAX_LINES - 1][: width - 2] + "…"]
+        last = lines[PROMPT_MAX_LINES - 1]
+        cut = last[: width - 3]
+        # At a space, so no word is cut; a line that is one word is cut where it must be.
+        cut = cut[: cut.rstrip().rfind(" ")] if cut.strip().count(" ") else cut
+        lines = lines[: PROMPT_MAX_LINES - 1] + [cut.rstrip() + " …"]
     return lines + ["   [Enter] run it   [q] quit"]
 
 

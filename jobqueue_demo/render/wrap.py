@@ -90,16 +90,22 @@ def reflow(text: str, width: int | None, indent: str = "") -> list[str]:
 def fitted_table(columns: Sequence[str], numeric: Sequence[bool], rows: Sequence[Sequence[str | None]],
                  width: int | None, keys: int = 1) -> str:
     """Our own table in psql's form, within `width`: cut into several tables, each with the
-    first `keys` columns, when its rows are wider; a value still too wide wraps inside its cell."""
+    first `keys` columns, when its rows are wider; a value still too wide wraps inside its cell.
+    On a terminal the header's trailing blanks go too: one past the edge would wrap."""
     whole = format_table(columns, numeric, rows)
-    if width is None or _widest(whole) <= width:
+    if width is None:
         return whole
-    groups = _column_groups(columns, numeric, rows, width, keys)
-    return "\n\n".join(_table_of(group, columns, numeric, rows, width, keys) for group in groups)
+    if _widest(whole) > width:
+        # One table whose long values wrap inside their cells reads best, when it fits.
+        whole = _shrunk_table(list(range(len(columns))), columns, numeric, rows, width)
+    if _widest(whole) > width:
+        groups = _column_groups(columns, numeric, rows, width, keys)
+        whole = "\n\n".join(_table_of(group, columns, numeric, rows, width, keys) for group in groups)
+    return "\n".join(line.rstrip() for line in whole.split("\n"))
 
 
 def _widest(table: str) -> int:
-    return max(cells(line) for line in table.split("\n"))
+    return max(cells(line.rstrip()) for line in table.split("\n"))
 
 
 def _column_groups(columns, numeric, rows, width: int, keys: int) -> list[list[int]]:
@@ -121,11 +127,25 @@ def _project(group, columns, numeric, rows, keys: int) -> str:
 
 def _table_of(group, columns, numeric, rows, width: int, keys: int) -> str:
     table = _project(group, columns, numeric, rows, keys)
-    if _widest(table) <= width:
-        return table
-    picked = [*range(keys), *group]
-    # One column left and still too wide: its values wrap, in the room the others leave.
-    others = _widest(_project([], columns, numeric, rows, keys)) if keys else 0
-    room = max(8, width - others - 3)
-    wrapped = [[r[i] if i < keys or r[i] is None else "\n".join(wrap_lines(r[i], room)) for i in picked] for r in rows]
+    return table if _widest(table) <= width else _shrunk_table([*range(keys), *group], columns, numeric, rows, width)
+
+
+def _shrunk_table(picked: list[int], columns, numeric, rows, width: int) -> str:
+    """The `picked` columns with the widest narrowed to fit `width`, their values wrapping at
+    spaces inside their cells; no column narrower than its heading or its longest word."""
+    natural = [max([cells(columns[i]), *(cells(r[i] or "") for r in rows)]) for i in picked]
+    floors = [max([cells(columns[i]), *(cells(w) for r in rows for w in (r[i] or "").split())]) for i in picked]
+    room = _shrunk(natural, floors, width - 3 * (len(picked) - 1) - 2)
+    wrapped = [["\n".join(wrap_lines(r[i], w)) if r[i] else r[i] for i, w in zip(picked, room)] for r in rows]
     return format_table([columns[i] for i in picked], [numeric[i] for i in picked], wrapped)
+
+
+def _shrunk(widths: list[int], floors: list[int], budget: int) -> list[int]:
+    """Column widths summing to `budget` at most: the widest narrowed first, none below its floor."""
+    widths = list(widths)
+    while sum(widths) > budget:
+        shrinkable = [i for i, w in enumerate(widths) if w > floors[i]]
+        if not shrinkable:
+            break
+        widths[max(shrinkable, key=lambda i: widths[i])] -= 1
+    return widths
