@@ -31,7 +31,7 @@ from .transcript import (
     statement_lines,
     wait_phrase,
 )
-from .wrap import cells, fold, reflow, wrap
+from .wrap import cells, expanded, fold, reflow, wrap
 
 WAIT, ERROR, MARK, HEAD, FRAME, TABLE = "wait", "error", "mark", "head", "frame", "table"
 # The narrowest column that holds a prompt and a statement keyword ("relay> SELECT id,").
@@ -191,39 +191,6 @@ def rows_lines(session: str | None, columns, numeric, rows, width: int, omitted:
     if max(cells(line) for line in table) > width:
         table = expanded(columns, rows, width)
     return [Line(text, session, TABLE) for text in table]
-
-
-def expanded(columns, rows, width: int) -> list[str]:
-    """One `name | value` line per column and a `-[ RECORD n ]` rule per row, as psql's \\x."""
-    names = max(cells(c) for c in columns)
-    values = max((cells(v or "") for row in rows for v in row), default=0)
-    longest = max((cells(w) for row in rows for v in row for w in (v or "").split()), default=0)
-    # When a word would not fit beside the names, each value goes under its name instead.
-    stacked = longest > width - names - 3
-    out = []
-    for number, row in enumerate(rows, 1):
-        head = f"-[ RECORD {number} ]"
-        if len(head) <= names + 1 and not stacked:
-            out.append(head + "-" * (names + 1 - len(head)) + "+" + "-" * min(values + 1, width - names - 2))
-        else:  # the `+` would not sit over a ` | ` below it
-            out.append(head + "-" * max(0, min(width, names + values + 3) - len(head)))
-        for name, value in zip(columns, row):
-            out += _stacked(name, value or "", width) if stacked else _field(name, names, value or "", width)
-    return out or ["(0 rows)"]
-
-
-def _stacked(name: str, value: str, width: int) -> list[str]:
-    return [name] + [f"  {part}" for text in value.split("\n") for part in wrap(text, width - 2)]
-
-
-def _field(name: str, names: int, value: str, width: int) -> list[str]:
-    """`name | value`, the value wrapping at spaces under itself."""
-    room = width - names - 3
-    out, label = [], name + " " * (names - cells(name))
-    for part in (p for text in value.split("\n") for p in wrap(text, max(2, room))):
-        out.append(f"{label} | {part}".rstrip())
-        label = " " * names
-    return out
 
 
 def _statement(session: str, sql: str, comment: str | None) -> list[Line]:

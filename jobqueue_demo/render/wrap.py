@@ -101,6 +101,8 @@ def fitted_table(columns: Sequence[str], numeric: Sequence[bool], rows: Sequence
     if _widest(whole) > width:
         groups = _column_groups(columns, numeric, rows, width, keys)
         whole = "\n\n".join(_table_of(group, columns, numeric, rows, width, keys) for group in groups)
+    if _widest(whole) > width:  # not even the key columns fit: one `column | value` line each
+        whole = "\n".join(expanded(columns, rows, width))
     return "\n".join(line.rstrip() for line in whole.split("\n"))
 
 
@@ -149,3 +151,36 @@ def _shrunk(widths: list[int], floors: list[int], budget: int) -> list[int]:
             break
         widths[max(shrinkable, key=lambda i: widths[i])] -= 1
     return widths
+
+
+def expanded(columns, rows, width: int) -> list[str]:
+    """One `name | value` line per column and a `-[ RECORD n ]` rule per row, as psql's \\x."""
+    names = max(cells(c) for c in columns)
+    values = max((cells(v or "") for row in rows for v in row), default=0)
+    longest = max((cells(w) for row in rows for v in row for w in (v or "").split()), default=0)
+    # When a word would not fit beside the names, each value goes under its name instead.
+    stacked = longest > width - names - 3
+    out = []
+    for number, row in enumerate(rows, 1):
+        head = f"-[ RECORD {number} ]"
+        if len(head) <= names + 1 and not stacked:
+            out.append(head + "-" * (names + 1 - len(head)) + "+" + "-" * min(values + 1, width - names - 2))
+        else:  # the `+` would not sit over a ` | ` below it
+            out.append(head + "-" * max(0, min(width, names + values + 3) - len(head)))
+        for name, value in zip(columns, row):
+            out += _stacked(name, value or "", width) if stacked else _field(name, names, value or "", width)
+    return out or ["(0 rows)"]
+
+
+def _stacked(name: str, value: str, width: int) -> list[str]:
+    return [name] + [f"  {part}" for text in value.split("\n") for part in wrap(text, width - 2)]
+
+
+def _field(name: str, names: int, value: str, width: int) -> list[str]:
+    """`name | value`, the value wrapping at spaces under itself."""
+    room = width - names - 3
+    out, label = [], name + " " * (names - cells(name))
+    for part in (p for text in value.split("\n") for p in wrap(text, max(2, room))):
+        out.append(f"{label} | {part}".rstrip())
+        label = " " * names
+    return out
