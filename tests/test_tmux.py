@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, dsn_of, scratch_databases
+from conftest import LOCAL_PG_DSN, ROOT, dsn_of, scratch_databases
 from jobqueue_demo.render.columns import cells
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (make test installs it)")
@@ -147,7 +147,7 @@ def test_ctrl_c_in_step_mode_gives_the_same_summary_as_q(tmux, embedded):
 
 # Every view, one after another in one terminal: the transcript (a MariaDB error longer than
 # 80 columns among it), step mode, the columns view (or its fallback), show, lessons, a
-# --matrix table and bench's table.
+# --matrix table, compare (on the local PostgreSQL) and bench's table.
 VIEWS = (
     ("run", "skip-locked"),
     ("run", "deadlock"),
@@ -156,6 +156,7 @@ VIEWS = (
     ("show", "skip-locked-explore"),
     ("lessons",),
     ("run", "gap-locks", "--matrix", "isolation=read-committed,repeatable-read"),
+    ("compare", "nowait"),
     ("bench", "--jobs", "20", "--workers", "2", "--strategies", "skip-locked,for-update", "--isolation", "read-committed",
      "--work-ms", "0", "--plot", ""),
 )
@@ -167,13 +168,14 @@ def every_view(tmp_path, width: int, dsn: str) -> Tmux:
     """One shell script running every view in turn, each followed by a marker line."""
     program = ["env", "-u", "COLUMNS", "-u", "LINES", "NO_COLOR=1", sys.executable, "-m", "jobqueue_demo"]
     script = tmp_path / "views.sh"
-    commands = [[*program, *view, *(() if view[0] in ("show", "lessons") else ("--dsn", dsn))] for view in VIEWS]
+    servers = {"show": (), "lessons": (), "compare": ("--dsn", dsn, "--dsn", LOCAL_PG_DSN)}
+    commands = [[*program, *view, *servers.get(view[0], ("--dsn", dsn))] for view in VIEWS]
     script.write_text("".join(f"{shlex.join(c)}\necho '== done {i}'\n" for i, c in enumerate(commands)))
     return Tmux(width, ["bash", str(script)], tmp_path)
 
 
 @pytest.mark.parametrize("width", [60, 80, 120])
-def test_every_view_wraps_at_words_within_the_terminal(tmp_path, embedded, width):
+def test_every_view_wraps_at_words_within_the_terminal(tmp_path, embedded, pg_local, width):
     term = every_view(tmp_path, width, dsn_of(embedded))
     try:
         assert term.exit_status(timeout=90) == 0, term.screen()

@@ -135,13 +135,14 @@ def server_for(dsn: str | list[str] | None, scenarios: tuple = (), cluster: int 
     return api.server(single, options.allow_shared_user, options.engine, size, nodes)
 
 
-def fitted(text: str, stream) -> str:
-    """`text` wrapped to the terminal `stream` writes to (render/wrap.py); as it is in a file or a pipe."""
+def fitted(text: str, stream, indent: str = "   ") -> str:
+    """`text` wrapped to the terminal `stream` writes to (render/wrap.py), continuation lines
+    starting with `indent`; as it is in a file or a pipe."""
     if not stream.isatty():
         return text
     from ..render.wrap import terminal_width, wrap_lines
 
-    return "\n".join(wrap_lines(text, terminal_width(stream), "   "))
+    return "\n".join(wrap_lines(text, terminal_width(stream), indent))
 
 
 def say(text: str) -> None:
