@@ -147,7 +147,7 @@ def test_ctrl_c_in_step_mode_gives_the_same_summary_as_q(tmux, embedded):
 
 # Every view, one after another in one terminal: the transcript (a MariaDB error longer than
 # 80 columns among it), step mode, the columns view (or its fallback), show, lessons, a
-# --matrix table, compare (on the local PostgreSQL) and bench's table.
+# --matrix table, compare (on the local PostgreSQL), explore's report and bench's table.
 VIEWS = (
     ("run", "skip-locked"),
     ("run", "deadlock"),
@@ -157,6 +157,7 @@ VIEWS = (
     ("lessons",),
     ("run", "gap-locks", "--matrix", "isolation=read-committed,repeatable-read"),
     ("compare", "nowait"),
+    ("explore", "claim-without-lock-explore", "--max-schedules", "30"),
     ("bench", "--jobs", "20", "--workers", "2", "--strategies", "skip-locked,for-update", "--isolation", "read-committed",
      "--work-ms", "0", "--plot", ""),
 )
