@@ -85,7 +85,7 @@ def _indent(text: str, width: int) -> list[str]:
 
 
 # Below this many cells beside the names, a lesson's summary goes under its name instead.
-SUMMARY_MIN = 30
+SUMMARY_MIN = 40
 
 
 def lesson_list(found, width: int | None) -> list[str]:
