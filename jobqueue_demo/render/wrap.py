@@ -2,9 +2,10 @@
 
 Text breaks at spaces, continuation lines indented; a word is cut only when it alone is wider
 than the line. Narration is prose: its source's single line breaks are spaces, blank lines
-are paragraph breaks. Our own tables too wide for the width are cut into several tables,
-each repeating the key columns. Only a server's result table keeps psql's form whatever the
-width: it is what the server returned.
+are paragraph breaks. Our own tables too wide for the width wrap their long values inside
+their cells, else are cut into several tables each repeating the key columns, else are shown
+expanded (psql's \\x). Only a server's result table keeps psql's form whatever the width: it
+is what the server returned. A file or a pipe (no width) is not wrapped.
 """
 
 from __future__ import annotations
@@ -89,9 +90,9 @@ def reflow(text: str, width: int | None, indent: str = "") -> list[str]:
 
 def fitted_table(columns: Sequence[str], numeric: Sequence[bool], rows: Sequence[Sequence[str | None]],
                  width: int | None, keys: int = 1) -> str:
-    """Our own table in psql's form, within `width`: cut into several tables, each with the
-    first `keys` columns, when its rows are wider; a value still too wide wraps inside its cell.
-    On a terminal the header's trailing blanks go too: one past the edge would wrap."""
+    """Our own table in psql's form, within `width`: one table with long values wrapped in
+    their cells, else several tables each with the first `keys` columns, else expanded. On a
+    terminal the header's trailing blanks go too: one past the edge would wrap."""
     whole = format_table(columns, numeric, rows)
     if width is None:
         return whole
