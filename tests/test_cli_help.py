@@ -81,3 +81,10 @@ def test_engine_after_the_command_is_the_global_engine(pg_local):
     done = cli("run", "nowait", "--engine", "postgresql", env={"JOBQUEUE_DEMO_DSN": LOCAL_PG_DSN})
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("-- NOWAIT") and "on PostgreSQL" in done.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("args", [("--engine", "oracle", "run", "nowait"), ("run", "nowait", "--engine", "oracle")])
+def test_an_unknown_engine_is_one_line_wherever_it_stands(args):
+    done = cli(*args)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "jobqueue-demo: unknown engine 'oracle': expected mysql or postgresql\n"

@@ -89,8 +89,11 @@ class GlobalOptions:
 
 
 def _engine(value: str | None) -> str | None:
+    # The one-line error `workers --engine` gave, now that it is this option wherever it stands.
     if value is not None and value not in ENGINES:
-        raise typer.BadParameter(f"expected {' or '.join(ENGINES)}")
+        from ..errors import UsageError
+
+        raise UsageError(f"unknown engine {value!r}: expected {' or '.join(ENGINES)}")
     return value
 
 
