@@ -47,3 +47,44 @@ def test_each_command_is_where_main_looks_for_it():
         assert name in COMMAND_MODULES[module], f"{name} is registered by cli/{module}.py"
     listed = [name for names in COMMAND_MODULES.values() for name in names]
     assert sorted(listed) == command_names()
+
+
+def test_every_option_says_its_default_once_and_reads_as_one_sentence():
+    """An option's help built from another's must not nest its text: `compare --dsn` once read
+    "(Server to use: ... Default: ... started for this run.). Default: for each engine ..."."""
+    import typer.main
+
+    group = typer.main.get_command(all_commands())
+    for name, command in group.commands.items():
+        for param in command.params:
+            text = getattr(param, "help", None) or ""
+            assert text.count("Default:") + text.count("[default:") <= 1, f"{name} {param.opts}: {text}"
+            assert ".)" not in text and "(Server to use" not in text, f"{name} {param.opts}: {text}"
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["run", "nowait", "--engine", "postgresql"], ["--engine", "postgresql", "run", "nowait"]),
+    (["--debug", "show", "x", "--engine=postgresql", "--allow-shared-user"],
+     ["--debug", "--engine=postgresql", "--allow-shared-user", "show", "x"]),
+    (["--engine", "mysql", "run", "a.yaml", "--", "--debug"], ["--engine", "mysql", "run", "a.yaml", "--", "--debug"]),
+    (["run", "nowait", "--engine"], ["run", "nowait", "--engine"]),
+])
+def test_global_options_after_the_command_are_moved_before_it(argv, expected):
+    from jobqueue_demo.cli.main import hoisted
+
+    assert hoisted(argv) == expected
+
+
+def test_engine_after_the_command_is_the_global_engine(pg_local):
+    from conftest import LOCAL_PG_DSN
+
+    done = cli("run", "nowait", "--engine", "postgresql", env={"JOBQUEUE_DEMO_DSN": LOCAL_PG_DSN})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("-- NOWAIT") and "on PostgreSQL" in done.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("args", [("--engine", "oracle", "run", "nowait"), ("run", "nowait", "--engine", "oracle")])
+def test_an_unknown_engine_is_one_line_wherever_it_stands(args):
+    done = cli(*args)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "jobqueue-demo: unknown engine 'oracle': expected mysql or postgresql\n"

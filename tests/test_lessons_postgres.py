@@ -148,3 +148,13 @@ def test_lessons_and_show_name_the_engines_and_every_stamp():
     card = run_cli("show", "nowait").stdout
     assert "engines: mysql, postgresql" in card
     assert re.search(r"^verified: MariaDB \S+ on \S+\nverified: PostgreSQL \S+ on \S+$", card, re.MULTILINE)
+
+
+def test_a_postgresql_error_is_red_on_the_page_as_a_mysql_one_is(tmp_path, pg_local):
+    from conftest import LOCAL_PG_DSN
+
+    page = tmp_path / "nowait.html"
+    done = cli("export", "nowait", "-o", str(page), "--engine", "postgresql", env={"JOBQUEUE_DEMO_DSN": LOCAL_PG_DSN})
+    assert done.returncode == 0, done.stderr
+    errors = re.findall(r'<span class="l (\w+)[^"]*">ERROR:  could not obtain lock', page.read_text())
+    assert errors and set(errors) == {"error"}

@@ -179,6 +179,33 @@ def test_bad_scenario(tmp_path, content, line, column, words):
     assert words in err.detail
 
 
+# A mistake the message names the fix of: the words it must contain.
+FIXES = [
+    ("step keyword misspelt", BASE + "  - narate: hello\n", 5, 5, "unknown key 'narate' in a step: did you mean 'narrate'?"),
+    ("bare lock", BASE + "  - lock\n", 5, 5, "did you mean 'locks'?"),
+    ("colon missing after the session", BASE + "  - B BEGIN;\n", 5, 5, "did you mean 'B: BEGIN;' (a colon after the session)?"),
+    ("fault without its session", BASE + "  - kil\n", 5, 5, "did you mean 'kill: SESSION'?"),
+    ("empty expect", BASE + "    expect:\n", 5, 12, "expect is empty: write 'expect: ok', or a mapping"),
+    ("expect a word", BASE + "    expect: fine\n", 5, 13, "expect is 'fine': write 'expect: ok'"),
+    ("error name misspelt", BASE + "    expect: {error: deadlok}\n", 5, 21, "unknown error 'deadlok' on mysql: did you mean 'deadlock'?"),
+    ("error constant misspelt", BASE + "    expect: {error: ER_LOCK_DEADLOK}\n", 5, 21, "did you mean 'ER_LOCK_DEADLOCK'?"),
+]
+
+
+@pytest.mark.parametrize("content, line, column, words", [f[1:] for f in FIXES], ids=[f[0] for f in FIXES])
+def test_a_likely_mistake_gets_its_fix_named(tmp_path, content, line, column, words):
+    err = load_fails(write(tmp_path, content), line, column)
+    assert words in err.detail
+
+
+def test_a_misspelt_lesson_name_gets_the_nearest_lesson():
+    from jobqueue_demo.scenario.lessons import resolve
+
+    with pytest.raises(ScenarioError) as info:
+        resolve("skip-lock")
+    assert "did you mean 'skip-locked'?" in str(info.value)
+
+
 def test_bad_scenario_cases_would_otherwise_load(tmp_path):
     """Guards the table above: BASE itself is valid, so each case fails for its own reason."""
     assert load_scenario(write(tmp_path, BASE + "    expect: {affected: 1_000, waits: false}\n")).steps[0].expect == (

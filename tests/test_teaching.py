@@ -55,6 +55,8 @@ steps:
 """
 DEADLOCK = str(ROOT / "scenarios" / "deadlock.yaml")
 GOLDEN = Path(__file__).parent / "golden" / "skip-locked.txt"
+# The same transcript on an 80-column terminal: narration reflowed, a comment that does not fit below its statement.
+GOLDEN_80 = Path(__file__).parent / "golden" / "skip-locked-80.txt"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # What the step prompt writes to take itself back once a key is pressed.
 ERASE = re.compile(r"\r(\x1b\[\d+A)?\x1b\[J")
@@ -255,7 +257,7 @@ def test_ctrl_c_at_a_prompt_exits_130_and_cleans_up(embedded, terminal, waits):
     term.proc.send_signal(signal.SIGINT)
     assert term.finish() == 130
     # The same summary as `q` gives.
-    assert "-- interrupted (Ctrl-C) before step 5 of 8: sessions rolled back, scratch database dropped" in term.text
+    assert re.search(loose("-- interrupted (Ctrl-C) before step 5 of 8: sessions rolled back, scratch database dropped"), term.text)
     assert database not in scratch_databases(embedded)
     assert "Traceback" not in term.text and "Exception ignored" not in term.text
 
@@ -265,7 +267,7 @@ def test_step_with_pace_runs_on_without_keys(embedded, terminal):
     assert term.finish() == 0, term.text
     assert "[Enter] run it" in term.text
     screen = term.screen
-    assert screen[screen.index("A> BEGIN;"):].strip() == GOLDEN.read_text().strip()
+    assert screen[screen.index("A> BEGIN;"):].strip() == GOLDEN_80.read_text().strip()
 
 
 WAIT_STEPS = """\
@@ -376,8 +378,8 @@ def test_columns_on_a_terminal_use_rich_and_fit(embedded, terminal):
     assert term.finish() == 0, term.text
     assert "\x1b[1;36m" in term.raw or "\x1b[36;1m" in term.raw  # A's SQL in bold cyan
     lines = [l for l in term.text.splitlines() if l and not l.startswith("-- ")]
-    assert max(cells(l) for l in lines) <= 80
-    assert "─┼─" in lines[1] and "│ B> BEGIN;" in term.text
+    assert max(cells(l) for l in term.text.splitlines()) <= 80  # the title wraps too
+    assert "─┼─" in next(l for l in lines if "─" in l) and "│ B> BEGIN;" in term.text
 
 
 def test_wrap_keeps_the_hanging_indent_and_folds_long_words():

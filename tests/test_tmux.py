@@ -8,6 +8,7 @@ installs tmux when it is missing.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, dsn_of, scratch_databases
+from conftest import LOCAL_DSN, LOCAL_PG_DSN, ROOT, dsn_of, scratch_databases
 from jobqueue_demo.render.columns import cells
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (make test installs it)")
@@ -88,6 +89,11 @@ def tmux(tmp_path):
         term.close()
 
 
+def flat(text: str) -> str:
+    """The text with every run of blanks and line breaks one space: what reads the same wherever it wrapped."""
+    return " ".join(text.split())
+
+
 def drawn(screen: str) -> list[str]:
     return [line.rstrip() for line in screen.rstrip("\n").splitlines() if not line.startswith("Pane is dead")]
 
@@ -100,10 +106,10 @@ def test_columns_on_a_terminal(tmux, embedded, width):
     text = "\n".join(lines)
     assert lines[0].startswith("-- Work outside the database needs retries")
     if width < 120:  # 4 sessions need 89 columns
-        assert f"-- columns: 4 sessions in {width} columns leave" in text and "showing the transcript" in text
+        assert f"-- columns: 4 sessions in {width} columns leave" in flat(text) and "showing the transcript" in flat(text)
         assert "│" not in text and "mail> INSERT INTO emails_sent" in text
         return
-    assert max(cells(line) for line in lines[1:]) <= width  # the title line is the terminal's to wrap
+    assert max(cells(line) for line in lines) <= width  # the title wraps too
     assert "─┼─" in text and " │ " in text
     assert "First without a cure. A claims job 1 and sends the email straight away." in text
     assert "Query OK, 1 row affected" in text
@@ -122,7 +128,7 @@ def test_step_mode_on_a_terminal(tmux, embedded, width):
     assert "A> BEGIN;" in screen and "B> SELECT" in screen
     term.keys("q")
     assert term.exit_status() == 0
-    assert "quit before step" in term.screen() and "sessions rolled back, scratch database dropped" in term.screen()
+    assert "quit before step" in flat(term.screen()) and "sessions rolled back, scratch database dropped" in flat(term.screen())
 
 
 def test_ctrl_c_in_step_mode_gives_the_same_summary_as_q(tmux, embedded):
@@ -134,6 +140,86 @@ def test_ctrl_c_in_step_mode_gives_the_same_summary_as_q(tmux, embedded):
     term.keys("C-c")
     assert term.exit_status() == 130
     screen = term.screen()
-    assert "-- interrupted (Ctrl-C) before step 2 of 14: sessions rolled back, scratch database dropped" in screen
+    assert "-- interrupted (Ctrl-C) before step 2 of 14: sessions rolled back, scratch database dropped" in flat(screen)
     assert "Traceback" not in screen
     assert scratch_databases(embedded) == before
+
+
+# Every view, one after another in one terminal: the transcript (a MariaDB error longer than
+# 80 columns among it), step mode, the columns view (or its fallback), show, lessons, a
+# --matrix table, compare (on the local PostgreSQL), explore's report and bench's table.
+VIEWS = (
+    ("run", "skip-locked"),
+    ("run", "deadlock"),
+    ("run", "skip-locked", "--step", "--pace", "0.01"),
+    ("run", "outbox", "--layout", "columns"),
+    ("show", "skip-locked-explore"),
+    ("lessons",),
+    ("run", "gap-locks", "--matrix", "isolation=read-committed,repeatable-read"),
+    ("compare", "nowait"),
+    ("explore", "claim-without-lock-explore", "--max-schedules", "30"),
+    ("bench", "--jobs", "20", "--workers", "2", "--strategies", "skip-locked,for-update", "--isolation", "read-committed",
+     "--work-ms", "0", "--plot", ""),
+)
+# Words the terminal used to cut at 80 columns (`throwawa`/`y`, `skip-l`/`ocked-explore`, ...).
+WHOLE = ("skipped without waiting", "skip-locked-explore", "try restarting transaction", "jobs/s")
+
+
+def views_script(folder, dsn: str):
+    """One shell script running every view in turn, each followed by a marker line."""
+    program = ["env", "-u", "COLUMNS", "-u", "LINES", "NO_COLOR=1", sys.executable, "-m", "jobqueue_demo"]
+    script = folder / "views.sh"
+    servers = {"show": (), "lessons": (), "compare": ("--dsn", dsn, "--dsn", LOCAL_PG_DSN)}
+    commands = [[*program, *view, *servers.get(view[0], ("--dsn", dsn))] for view in VIEWS]
+    script.write_text("".join(f"{shlex.join(c)}\necho '== done {i}'\n" for i, c in enumerate(commands)))
+    return script
+
+
+def words(text: str) -> set[str]:
+    """The words of `text` that carry no figure (timings and ids differ from run to run)."""
+    return {w for w in re.findall(r"[A-Za-z][\w'.-]*[\w]", text) if not any(c.isdigit() for c in w)}
+
+
+def cut_words(lines: list[str], known: set[str]) -> list[str]:
+    """Where a line ends inside a word that the next line goes on with: the two pieces make a
+    word the unwrapped output has, and one of them is no word of it."""
+    cut = []
+    for a, b in zip(lines, lines[1:]):
+        end, start = re.search(r"[A-Za-z][\w'.-]*$", a), re.match(r"\s*(\w[\w'.-]*)", b)
+        if end and start:
+            head, tail = end.group(0), start.group(1)
+            if head + tail in known and not (head in known and tail in known):
+                cut.append(f"{head}/{tail}")
+    return cut
+
+
+@pytest.fixture(scope="module")
+def piped_words(tmp_path_factory, local, pg_local):
+    """Every view's words as a pipe gets them, unwrapped: a word cut on the terminal is not among them."""
+    script = views_script(tmp_path_factory.mktemp("piped"), LOCAL_DSN)
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.stdout.count("== done") == len(VIEWS), done.stdout + done.stderr
+    return words(done.stdout + done.stderr)
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_every_view_wraps_at_words_within_the_terminal(tmp_path, piped_words, width):
+    # The local server: an embedded one's socket path is a word longer than 60 columns.
+    term = Tmux(width, ["bash", str(views_script(tmp_path, LOCAL_DSN))], tmp_path)
+    try:
+        assert term.exit_status(timeout=90) == 0, term.screen()
+        lines = [line.rstrip() for line in term.tmux("capture-pane", "-p", "-J", "-t", "t", "-S", "-5000").splitlines()]
+    finally:
+        term.close()
+    text = "\n".join(lines)
+    assert text.count("== done") == len(VIEWS), text
+    too_long = [line for line in lines if cells(line) > width]
+    assert too_long == [], "\n".join(too_long)
+    assert cut_words(lines, piped_words) == []
+    joined = flat(text)
+    for phrase in WHOLE:
+        assert phrase in joined
+    # Narration is prose: the source's line breaks are gone, and a paragraph reads on.
+    assert "A marks job 1 done and commits. B explicitly rolls back, releasing its claim on job 2." in joined
+    bench_heads = [line for line in lines if re.match(r" +isolation +\| +strategy +\| workers \|", line)]
+    assert len(bench_heads) >= 2, text  # bench's table (169 characters a row before), cut into several

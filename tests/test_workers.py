@@ -461,3 +461,21 @@ def test_bench_says_how_far_it_is_off_a_terminal():
     assert done.returncode == 0, done.stderr
     assert "-- 1 of 2, about " in done.stderr and " s left" in done.stderr
     assert done.stdout.strip().splitlines()[-1] == "invariants hold in all 2 runs: no job lost, none done twice"
+
+
+def test_bench_headline_gives_no_ratio_to_a_strategy_that_did_not_run():
+    dsn = ("--dsn", LOCAL_DSN) if local_server_reachable() else ()
+    done = cli("bench", "--jobs", "20", "--workers", "2", "--strategies", "skip-locked", "--isolation", "read-committed",
+               "--work-ms", "0", "--plot", "", *dsn)
+    assert done.returncode == 0, done.stderr
+    (headline,) = [line for line in done.stdout.splitlines() if line.startswith("read-committed at 2 workers")]
+    assert "for-update was not in this sweep: no ratio" in headline and "- for-update" not in headline
+
+
+def test_bench_headline_above_the_ceiling_says_why_it_can_be():
+    from jobqueue_demo.render.live import headline_lines
+    from jobqueue_demo.workers.sweep import Headline, SweepResult
+
+    result = SweepResult("MariaDB", 400, 1.0, 1, 1, 0, [], [Headline("read-committed", 8, 3.1, 2.64)])
+    (line,) = headline_lines(result)
+    assert "264% of the ceiling (above 100%: the ceiling's own run was slower" in line

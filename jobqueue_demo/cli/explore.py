@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from .shared import Cluster, Dsns, StepTimeout, app, heading, server_for
+from .shared import Cluster, Dsns, StepTimeout, app, fitted, heading, server_for
 from ..errors import EXIT_MISMATCH, UsageError
 from .matrix import MATRIX_HELP
 
@@ -51,6 +51,7 @@ def explore(
     from ..render.color import color_on
     from ..render.explore_report import as_dict, print_report, verdict
     from ..render.late_progress import LateProgress
+    from ..render.wrap import terminal_width
 
     options = api.explore_options(faults, max_schedules, sample, seed, jobs, step_timeout)
     loaded = api.load(scenario)
@@ -60,7 +61,7 @@ def explore(
         return
     note = api.explore_advice(loaded)
     if note and not as_json:
-        print(f"-- {note}")
+        print(fitted(f"-- {note}", sys.stdout))
     with server_for(dsn, (loaded,), cluster) as server:
         heading(f"-- {loaded.title}: exploring on {server.label} ({server.where})", as_json)
         # Waits take some schedules out of the space, so a run may end before the bar is full.
@@ -69,8 +70,8 @@ def explore(
     if as_json:
         print(json.dumps({**as_dict(report), "note": note}, indent=2, ensure_ascii=False))
     else:
-        print_report(report, sys.stdout, color_on(sys.stdout))
-        print(verdict(report))
+        print_report(report, sys.stdout, color_on(sys.stdout), terminal_width(sys.stdout))
+        print(fitted(verdict(report), sys.stdout))
     if report.failed:
         raise typer.Exit(EXIT_MISMATCH)
 

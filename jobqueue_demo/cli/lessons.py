@@ -20,26 +20,20 @@ def lessons() -> None:
       jobqueue-demo lessons
       jobqueue-demo run nowait
     """
+    import sys
+
     from .. import api
     from ..errors import EXIT_USAGE
+    from ..render.lesson_card import lesson_list
+    from ..render.wrap import terminal_width
 
     found = api.lessons()
-    width = max((len(lesson.name) for lesson in found), default=0)
-    variants_said = False
+    out = lesson_list(found, terminal_width(sys.stdout))
     for lesson in found:
         if lesson.problem:
             say(f"jobqueue-demo: {lesson.problem}")
-            continue
-        if lesson.for_explore and not variants_said:
-            print("\n-- written for 'jobqueue-demo explore' (every order, checked by invariants):")
-            variants_said = True
-        explore = f"; explore: {lesson.explore}" if lesson.explore else ""
-        explore += f"; explore variant of {', '.join(lesson.variant_of)}" if lesson.variant_of else ""
-        print(f"{lesson.name:{width}s}  {lesson.summary}")
-        print(
-            f"{'':{width}s}  sessions {', '.join(lesson.sessions)}; engines {', '.join(lesson.engines)}; "
-            f"verified: {lesson.verified or 'not recorded'}{explore}"
-        )
+    for line in out:
+        print(line)
     if any(lesson.problem for lesson in found):
         raise typer.Exit(EXIT_USAGE)
 

@@ -27,13 +27,45 @@ COMMAND_MODULES = {
 }
 
 
+# The options given before the command (shared.py's callback): flags, and those that take a value.
+GLOBAL_FLAGS = ("--debug", "--allow-shared-user")
+GLOBAL_VALUED = ("--engine",)
+
+
+def command_at(argv: list[str]) -> int:
+    """Where the command word is: the first word that is neither an option nor a global option's value."""
+    at = 0
+    while at < len(argv) and argv[at].startswith("-"):
+        at += 2 if argv[at] in GLOBAL_VALUED else 1
+    return min(at, len(argv))
+
+
+def hoisted(argv: list[str]) -> list[str]:
+    """The global options moved before the command, so `run nowait --engine postgresql` means
+    `--engine postgresql run nowait`: a reader cannot be expected to know which options are global."""
+    at = command_at(argv)
+    before, after, moved = argv[: at + 1], [], []
+    rest = iter(argv[at + 1:])
+    for arg in rest:
+        if arg == "--":
+            after += [arg, *rest]
+        elif arg in GLOBAL_FLAGS or arg.split("=", 1)[0] in GLOBAL_VALUED:
+            moved.append(arg)
+            if arg in GLOBAL_VALUED:
+                moved.append(next(rest, ""))
+        else:
+            after.append(arg)
+    if moved and moved[-1] == "":
+        return argv  # `--engine` with no value: click says what is missing
+    return argv[:at] + moved + before[at:] + after
+
+
 def commands_for(argv: list[str]):
     """The app, with the module of the command `argv` names registered, or every module when
     it names none (--help, a typo): typer builds a click command for each registered one on
     every call, and each module brings its own imports, a few ms of every run's start-up."""
-    # The global options take no value, so the first word that is not an option is the command;
-    # --help before it asks for the app's help, which lists every command.
-    at = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), len(argv))
+    # --help before the command asks for the app's help, which lists every command.
+    at = command_at(argv)
     named = argv[at] if at < len(argv) and "--help" not in argv[:at] else None
     wanted = [module for module, names in COMMAND_MODULES.items() if named in names] or COMMAND_MODULES
     for module in wanted:
@@ -81,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(stop, _interrupt)
     if argv is None:
         argv = sys.argv[1:]
+    argv = hoisted(argv)
     try:
         commands_for(argv)(args=argv)
     except SystemExit as e:

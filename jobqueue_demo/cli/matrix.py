@@ -33,13 +33,17 @@ def lesson_matrix_command(loaded: list, dsn: str | None, matrix: list[str], step
 def lesson_matrix(loaded: list, server, texts: list[str], step_timeout: float) -> bool:
     """Runs each scenario under every combination and prints the steps that differ; True
     when every combination met every expectation."""
+    import sys
+
     from .. import api
     from ..render.matrix import lesson_matrix_lines, restart_lines
+    from ..render.wrap import terminal_width
 
     runs, tables = api.lesson_matrix(loaded, server, texts, step_timeout)
+    width = terminal_width(sys.stdout)
     for table in tables:
-        print("\n".join(lesson_matrix_lines(runs, table, server.label)))
-    for line in restart_lines(runs):
+        print("\n".join(lesson_matrix_lines(runs, table, server.label, width)))
+    for line in restart_lines(runs, width):
         print(line)
     return all(table.met for table in tables)
 
@@ -47,9 +51,12 @@ def lesson_matrix(loaded: list, server, texts: list[str], step_timeout: float) -
 def explore_matrix(loaded, server, texts: list[str], options) -> bool:
     """Explores under every combination; prints outcome counts and findings side by side.
     True when no combination violated an invariant or got stuck."""
+    import sys
+
     from .. import api
     from ..render.matrix import explore_matrix_lines
+    from ..render.wrap import terminal_width
 
     runs = api.explore_matrix(loaded, server, texts, options)
-    print("\n".join(explore_matrix_lines(runs, loaded.path, server.label)))
+    print("\n".join(explore_matrix_lines(runs, loaded.path, server.label, terminal_width(sys.stdout))))
     return not any(report.failed for report in runs.results)

@@ -133,7 +133,9 @@ def _run_view(loaded, layout: Layout, fmt: RunFormat):
         return ColumnsView(sys.stdout, tuple(loaded.prompts.values()), width, color_on(sys.stdout)).write
     from ..render.transcript import TranscriptWriter, event_lines
 
-    writer = TranscriptWriter(sys.stdout, tuple(loaded.prompts.values()), color_on(sys.stdout))
+    from ..render.wrap import terminal_width
+
+    writer = TranscriptWriter(sys.stdout, tuple(loaded.prompts.values()), color_on(sys.stdout), terminal_width(sys.stdout))
     return lambda event: writer.write(event_lines(event))
 
 

@@ -26,9 +26,11 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
+DSN_FORMS = (
+    "mysql://user:pass@host:port/db (or ?unix_socket=/path), or postgresql://user@host:port/db (or ?host=/socket/dir)"
+)
 DSN_HELP = (
-    "Server to use: mysql://user:pass@host:port/db (or ?unix_socket=/path), or "
-    "postgresql://user@host:port/db (or ?host=/socket/dir). "
+    f"Server to use: {DSN_FORMS}. "
     "Default: $JOBQUEUE_DEMO_DSN, else a private throwaway server (see --engine) started for this run."
 )
 ENGINE_HELP = (
@@ -87,8 +89,11 @@ class GlobalOptions:
 
 
 def _engine(value: str | None) -> str | None:
+    # The one-line error `workers --engine` gave, now that it is this option wherever it stands.
     if value is not None and value not in ENGINES:
-        raise typer.BadParameter(f"expected {' or '.join(ENGINES)}")
+        from ..errors import UsageError
+
+        raise UsageError(f"unknown engine {value!r}: expected {' or '.join(ENGINES)}")
     return value
 
 
@@ -133,15 +138,25 @@ def server_for(dsn: str | list[str] | None, scenarios: tuple = (), cluster: int 
     return api.server(single, options.allow_shared_user, options.engine, size, nodes)
 
 
+def fitted(text: str, stream, indent: str = "   ") -> str:
+    """`text` wrapped to the terminal `stream` writes to (render/wrap.py), continuation lines
+    starting with `indent`; as it is in a file or a pipe."""
+    if not stream.isatty():
+        return text
+    from ..render.wrap import terminal_width, wrap_lines
+
+    return "\n".join(wrap_lines(text, terminal_width(stream), indent))
+
+
 def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    print(fitted(text, sys.stderr), file=sys.stderr, flush=True)
 
 
 def heading(text: str, to_stderr: bool) -> None:
     if to_stderr:
         say(text)
     else:
-        print(text, flush=True)
+        print(fitted(text, sys.stdout), flush=True)
 
 
 def say_notes(exc: BaseException) -> None:

@@ -20,12 +20,15 @@ def show(
       jobqueue-demo show nowait
       jobqueue-demo show skip-locked --source
     """
+    import sys
+
     from .. import api
     from ..render.lesson_card import card
+    from ..render.wrap import terminal_width
 
     loaded = api.load(lesson)
     if source:
         print(loaded.source, end="" if loaded.source.endswith("\n") else "\n")
         return
     name = api.lesson_name(loaded)
-    print("\n".join(card(loaded, name, api.variant_of(name))))
+    print("\n".join(card(loaded, name, api.variant_of(name), terminal_width(sys.stdout))))

@@ -11,7 +11,7 @@ import typer
 
 from ..errors import EXIT_MISMATCH
 from .matrix import MATRIX_HELP, lesson_matrix_command
-from .shared import Cluster, Dsn, Dsns, ShowLocks, StepTimeout, app, say, server_for
+from .shared import Cluster, Dsn, Dsns, ShowLocks, StepTimeout, app, fitted, say, server_for
 
 
 class PageFormat(str, Enum):
@@ -202,7 +202,7 @@ def _written_for_engine(loaded: list, dsn) -> list:
 
 def _print_mismatches(mismatches) -> None:
     for m in mismatches:
-        print("  " + str(m).replace("\n", "\n  "))
+        print(fitted("  " + str(m).replace("\n", "\n  "), sys.stdout, "    "))
 
 
 @app.command()

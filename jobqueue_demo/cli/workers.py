@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 from typing import Annotated, Optional
 
 import typer
 
 from .. import api
-from .shared import Cluster, Dsn, Dsns, app, options, say, server_for
+from .shared import Cluster, Dsn, Dsns, app, fitted, options, say, server_for
 from ..errors import EXIT_MISMATCH, WorkersStuck
 
 REGISTRY = api.strategies()
@@ -226,13 +227,15 @@ def bench_command(
     if as_json:
         print(json.dumps({**result.as_dict(), "plot": plot if plotted else None}))
         return
-    from ..render.live import bench_table
+    from ..render.live import bench_table, headline_lines
+    from ..render.wrap import terminal_width
 
-    print(bench_table(result))
-    for line in _headline_lines(result):
+    width = terminal_width(sys.stdout)
+    print(bench_table(result, width))
+    for line in headline_lines(result, width):
         print(line)
     if plot:
-        print(f"plot written to {plot}" if plotted else NO_PLOT)
+        print(fitted(f"plot written to {plot}" if plotted else NO_PLOT, sys.stdout))
     held = all(row.run.invariants_hold for row in result.rows)
     print(f"invariants hold in all {config.runs} runs: no job lost, none done twice" if held else "invariants violated in a run")
 
@@ -263,15 +266,3 @@ def _row_printer():
         say(f"-- {row.run.isolation} {row.run.strategy} x{row.run.workers}: {row.run.jobs_per_s:,.0f} jobs/s")
 
     return show
-
-
-def _headline_lines(result) -> list[str]:
-    lines = []
-    for h in result.headlines:
-        ratio = "-" if h.skip_locked_vs_for_update is None else f"{h.skip_locked_vs_for_update:.2f}x"
-        share = "-" if h.skip_locked_share_of_ceiling is None else f"{h.skip_locked_share_of_ceiling:.0%}"
-        lines.append(f"{h.isolation} at {h.workers} workers: skip-locked {ratio} for-update; {share} of the ceiling")
-    if result.deadlocks:
-        counts = ", ".join(f"{iso} {n:,}" for iso, n in result.deadlocks.items())
-        lines.append(f"deadlocks over the sweep: {counts}")
-    return lines

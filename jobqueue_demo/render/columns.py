@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from ..run import events as ev
 from .color import console, session_colours
-from .table import display_width, format_table
+from .table import format_table
 from .transcript import (
     NARRATION,
     NOTE,
@@ -26,12 +26,14 @@ from .transcript import (
     error_notes,
     event_lines,
     fault_text,
+    is_error,
     locks_taken_text,
     notice_lines,
     one_result,
     statement_lines,
     wait_phrase,
 )
+from .wrap import cells, expanded, fold, reflow, wrap
 
 WAIT, ERROR, MARK, HEAD, FRAME, TABLE = "wait", "error", "mark", "head", "frame", "table"
 # The narrowest column that holds a prompt and a statement keyword ("relay> SELECT id,").
@@ -66,49 +68,6 @@ class Block:
     first: int
     last: int
     lines: tuple[Line, ...]
-
-
-# Terminal cells a line takes, counted as psql counts them (wide characters two).
-cells = display_width
-
-
-def fold(text: str, width: int) -> list[str]:
-    """Cut `text` into pieces of at most `width` cells, wherever that falls."""
-    out, piece, used = [], "", 0
-    for char in text:
-        size = display_width(char)
-        if used + size > width and piece:
-            out.append(piece)
-            piece, used = "", 0
-        piece += char
-        used += size
-    return out + [piece] if piece or not out else out
-
-
-def wrap(text: str, width: int, indent: str = "") -> list[str]:
-    """Word-wrap to `width` cells, later lines starting with `indent`; long words fold.
-
-    Leading spaces are kept, since they align SQL under its prompt.
-    """
-    indent = indent[: width // 2]
-    body = text.expandtabs(4).lstrip(" ")
-    out: list[str] = []
-    line = text[: len(text) - len(body)]
-    for word in body.split(" "):
-        candidate = f"{line} {word}" if line.strip() else line + word
-        if cells(candidate) <= width:
-            line = candidate
-            continue
-        if line.strip():
-            out.append(line)
-            line = indent + word
-        else:
-            line = candidate
-        while cells(line) > width:
-            head = fold(line, width)[0]
-            out.append(head)
-            line = indent + line[len(head):]
-    return out + [line] if line.strip() or not out else out
 
 
 class ColumnsLayout:
@@ -189,7 +148,7 @@ class ColumnsLayout:
         width = self._width(block)
         out = []
         for line in block.lines:
-            kind = ERROR if line.kind == RESULT and line.text.startswith("ERROR ") else line.kind
+            kind = ERROR if is_error(line) else line.kind
             for piece in wrap_line(line, width):
                 out.append(Segment(pad(piece, width), kind, line.session))
         return out or [Segment(" " * width)]
@@ -240,39 +199,6 @@ def rows_lines(session: str | None, columns, numeric, rows, width: int, omitted:
     return [Line(text, session, TABLE) for text in table]
 
 
-def expanded(columns, rows, width: int) -> list[str]:
-    """One `name | value` line per column and a `-[ RECORD n ]` rule per row, as psql's \\x."""
-    names = max(cells(c) for c in columns)
-    values = max((cells(v or "") for row in rows for v in row), default=0)
-    longest = max((cells(w) for row in rows for v in row for w in (v or "").split()), default=0)
-    # When a word would not fit beside the names, each value goes under its name instead.
-    stacked = longest > width - names - 3
-    out = []
-    for number, row in enumerate(rows, 1):
-        head = f"-[ RECORD {number} ]"
-        if len(head) <= names + 1 and not stacked:
-            out.append(head + "-" * (names + 1 - len(head)) + "+" + "-" * min(values + 1, width - names - 2))
-        else:  # the `+` would not sit over a ` | ` below it
-            out.append(head + "-" * max(0, min(width, names + values + 3) - len(head)))
-        for name, value in zip(columns, row):
-            out += _stacked(name, value or "", width) if stacked else _field(name, names, value or "", width)
-    return out or ["(0 rows)"]
-
-
-def _stacked(name: str, value: str, width: int) -> list[str]:
-    return [name] + [f"  {part}" for text in value.split("\n") for part in wrap(text, width - 2)]
-
-
-def _field(name: str, names: int, value: str, width: int) -> list[str]:
-    """`name | value`, the value wrapping at spaces under itself."""
-    room = width - names - 3
-    out, label = [], name + " " * (names - cells(name))
-    for part in (p for text in value.split("\n") for p in wrap(text, max(2, room))):
-        out.append(f"{label} | {part}".rstrip())
-        label = " " * names
-    return out
-
-
 def _statement(session: str, sql: str, comment: str | None) -> list[Line]:
     """The statement under its prompt; a comment gets a line of its own, as columns are narrow."""
     lines = statement_lines(session, sql)
@@ -290,7 +216,7 @@ def wrap_line(line: Line, width: int) -> list[str]:
     if line.kind == TABLE:
         return fold(line.text, width)
     if line.kind == NARRATION:
-        return wrap(line.text, width)
+        return reflow(line.text, width)
     return wrap(line.text, width, "   " if line.kind in (NOTE, WAIT, RESULT) else "")
 
 
@@ -327,7 +253,7 @@ class ColumnsView:
         if self.layout.cell < MIN_CELL:
             from .transcript import TranscriptWriter
 
-            self.fallback = TranscriptWriter(stream, sessions, color)
+            self.fallback = TranscriptWriter(stream, sessions, color, width)
             need = MIN_CELL * len(sessions) + len(self.layout.glyphs.sep) * (len(sessions) - 1)
             self.note = Line(
                 f"-- columns: {len(sessions)} sessions in {width} columns leave {self.layout.cell} characters each, "

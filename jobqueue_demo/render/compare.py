@@ -12,7 +12,8 @@ import json
 
 from ..run import events as ev
 from ..run.compare import EngineRun, StepDifference
-from .columns import PLAIN, WAIT, completed_lines, pad, rows_lines, wrap, wrap_line
+from .columns import PLAIN, WAIT, completed_lines, pad, rows_lines, wrap_line
+from .wrap import wrap
 from .transcript import NOTE, Line, event_lines, statement_lines, wait_phrase
 
 MARK = "*"

@@ -54,15 +54,21 @@ def _space_line(report) -> str:
     return f"space: {what}; {report.elapsed_s:.1f} s, {report.per_second:.0f} schedules/s"
 
 
-def print_report(report, out: TextIO, color: bool) -> None:
-    print(_space_line(report), file=out)
-    print(f"reset: {report.reset}", file=out)
-    print("outcomes: " + ", ".join(f"{OUTCOME_WORDS[k]} {n}" for k, n in report.counts.items() if n or k not in QUIET_OUTCOMES), file=out)
+def print_report(report, out: TextIO, color: bool, width: int | None = None) -> None:
+    """The report, wrapped to `width` (a terminal's; None: as it is)."""
+    from .wrap import wrap_lines
+
+    def say(text: str) -> None:
+        print("\n".join(wrap_lines(text, width, "   ")), file=out)
+
+    say(_space_line(report))
+    say(f"reset: {report.reset}")
+    say("outcomes: " + ", ".join(f"{OUTCOME_WORDS[k]} {n}" for k, n in report.counts.items() if n or k not in QUIET_OUTCOMES))
     if not report.findings:
         names = ", ".join(f'"{i.name}"' for i in report.scenario.invariants) or "(none written)"
-        print(f"no counterexample: every schedule run ended without a problem; invariants: {names}", file=out)
+        say(f"no counterexample: every schedule run ended without a problem; invariants: {names}")
         return
-    writer = TranscriptWriter(out, tuple(report.scenario.prompts.values()), color)
+    writer = TranscriptWriter(out, tuple(report.scenario.prompts.values()), color, width)
     for group in _by_schedule(report.findings):
         print(file=out)
         writer.write(_counterexample_lines(report, group))

@@ -15,7 +15,7 @@ from ..engine.deadlock import DeadlockCycle
 from ..run import events as ev
 from ..scenario.model import Scenario
 from .deadlock_svg import cycle_svg
-from .transcript import RESULT, Line, event_lines, prompted
+from .transcript import Line, event_lines, is_error, prompted
 
 WHY_HEADING = "Why each piece matters"
 
@@ -215,7 +215,7 @@ def _inline(text: str) -> str:
 def _line_html(item: PageLine, classes: dict[str, str]) -> str:
     line = item.line
     kind = line.kind
-    if kind == RESULT and line.text.startswith("ERROR "):
+    if is_error(line):
         kind = "error"
     names = ["l", kind]
     if line.session in classes:

@@ -6,7 +6,23 @@ from ..scenario.model import Scenario, SessionSpec, Statement
 from ..run.verify import describe_expectation
 
 
-def card(scenario: Scenario, name: str, variant_of: tuple[str, ...] = ()) -> list[str]:
+# "what it proves" in a file or a pipe, which are not otherwise wrapped.
+PROSE_WIDTH = 88
+
+
+def card(scenario: Scenario, name: str, variant_of: tuple[str, ...] = (), width: int | None = None) -> list[str]:
+    """The card, each line wrapped to `width` (a terminal's) with continuation lines indented."""
+    from .wrap import wrap
+
+    lines = _card(scenario, name, variant_of, width or PROSE_WIDTH)
+    return [piece for line in lines for piece in wrap(line, width, _hanging(line))]
+
+
+def _hanging(line: str) -> str:
+    return " " * (len(line) - len(line.lstrip(" ")) + 2)
+
+
+def _card(scenario: Scenario, name: str, variant_of: tuple[str, ...], prose_width: int) -> list[str]:
     lines = [scenario.title, ""]
     if scenario.summary:
         lines.append(scenario.summary)
@@ -14,7 +30,7 @@ def card(scenario: Scenario, name: str, variant_of: tuple[str, ...] = ()) -> lis
     lines.append(f"steps: {len(scenario.steps)}, of which {len(scenario.statements())} statements")
     proves = _first_paragraph(scenario.why)
     if proves:
-        lines += ["", "what it proves:", *_indent(proves)]
+        lines += ["", "what it proves:", *_indent(proves, prose_width)]
     outcome = expected_outcome(scenario)
     if outcome:
         lines += ["", "expected outcome:", *(f"  {line}" for line in outcome)]
@@ -62,7 +78,33 @@ def _first_paragraph(text: str) -> str:
     return " ".join(text.strip().split("\n\n")[0].split()) if text.strip() else ""
 
 
-def _indent(text: str, width: int = 88) -> list[str]:
-    import textwrap
+def _indent(text: str, width: int) -> list[str]:
+    from .wrap import wrap
 
-    return textwrap.wrap(text, width, initial_indent="  ", subsequent_indent="  ")
+    return wrap("  " + text, width, "  ")
+
+
+# Below this many cells beside the names, a lesson's summary goes under its name instead.
+SUMMARY_MIN = 40
+
+
+def lesson_list(found, width: int | None) -> list[str]:
+    """`lessons`: each lesson's name, summary and facts, explore variants last; within `width`."""
+    from .wrap import wrap
+
+    shown = [lesson for lesson in found if not lesson.problem]
+    names = max((len(lesson.name) for lesson in shown), default=0)
+    beside = width is None or width - names - 2 >= SUMMARY_MIN
+    hang = " " * (names + 2) if beside else "  "
+    out: list[str] = []
+    for lesson in shown:
+        if lesson.for_explore and not any(line.startswith("-- written for") for line in out):
+            out += ["", *wrap("-- written for 'jobqueue-demo explore' (every order, checked by invariants):", width, "   ")]
+        explore = f"; explore: {lesson.explore}" if lesson.explore else ""
+        explore += f"; explore variant of {', '.join(lesson.variant_of)}" if lesson.variant_of else ""
+        facts = (f"sessions {', '.join(lesson.sessions)}; engines {', '.join(lesson.engines)}; "
+                 f"verified: {lesson.verified or 'not recorded'}{explore}")
+        head = [f"{lesson.name:{names}s}  {lesson.summary}"] if beside else [lesson.name, hang + lesson.summary]
+        for line in [*head, hang + facts]:
+            out += wrap(line, width, hang)
+    return out

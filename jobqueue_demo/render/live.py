@@ -14,7 +14,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextCo
 from rich.table import Table
 
 from ..workers.sweep import SweepResult, SweepRow
-from .table import format_table
 from ..workers.crew import Progress, WorkerView, WorkersSummary
 
 REFRESH_PER_S = 4
@@ -164,8 +163,11 @@ def _killed(s: WorkersSummary) -> str:
     )
 
 
-def bench_table(result: SweepResult) -> str:
-    """The sweep in psql's aligned format: plain text that pipes and diffs well, any width."""
+def bench_table(result: SweepResult, width: int | None = None) -> str:
+    """The sweep in psql's aligned format: plain text that pipes and diffs well; on a terminal
+    (`width`) cut into tables that fit it, each keeping isolation, strategy and workers."""
+    from .wrap import fitted_table, wrap
+
     columns = (
         "isolation", "strategy", "workers", "jobs/s", "of ceiling",
         "claim p50 ms", "claim p99 ms", "deadlocks", "nowait fails", "serial. fails", "retries", "ran twice", "rerun ms",
@@ -173,7 +175,7 @@ def bench_table(result: SweepResult) -> str:
     rows = [_bench_row(row) for row in result.rows]
     killed = f", {result.kill} killed per run" if result.kill else ""
     title = f"jobs/s by strategy and workers: {result.jobs} jobs, work {result.work_ms:g} ms{killed}, {result.server}"
-    return title + "\n" + format_table(columns, [False, False] + [True] * 11, rows)
+    return "\n".join([*wrap(title, width, "   "), fitted_table(columns, [False, False] + [True] * 11, rows, width, keys=3)])
 
 
 def _bench_row(row: SweepRow) -> tuple:
@@ -194,3 +196,29 @@ def _rerun(run: WorkersSummary) -> str | None:
 
 def _number(value: float | None) -> str | None:
     return None if value is None else f"{value:.2f}"
+
+
+def headline_lines(result: SweepResult, width: int | None = None) -> list[str]:
+    """skip-locked against for-update and the ceiling, per isolation; a ratio only to a strategy that ran."""
+    from .wrap import wrap
+
+    lines = [_headline(h) for h in result.headlines]
+    if result.deadlocks:
+        counts = ", ".join(f"{iso} {n:,}" for iso, n in result.deadlocks.items())
+        lines.append(f"deadlocks over the sweep: {counts}")
+    return [piece for line in lines for piece in wrap(line, width, "   ")]
+
+
+def _headline(h) -> str:
+    head = f"{h.isolation} at {h.workers} workers: "
+    if h.skip_locked_share_of_ceiling is None:
+        return head + "skip-locked was not in this sweep (--strategies), so there is no headline"
+    if h.skip_locked_vs_for_update is None:
+        ratio = "skip-locked (for-update was not in this sweep: no ratio)"
+    else:
+        ratio = f"skip-locked {h.skip_locked_vs_for_update:.2f}x for-update"
+    share = f"{h.skip_locked_share_of_ceiling:.0%} of the ceiling"
+    if h.skip_locked_share_of_ceiling > 1:
+        # The ceiling is a run of its own, not a bound: a cold or disturbed ceiling run is beaten.
+        share += " (above 100%: the ceiling's own run was slower, a noisy figure; --repeat 3 takes medians)"
+    return f"{head}{ratio}; {share}"

@@ -101,11 +101,15 @@ def prompt_lines(index: int, total: int, step, width: int, waiting: tuple[str, .
     would end their statement with an error the lesson does not show.
     """
     held = f" ({', '.join(waiting)} waiting on a lock)" if waiting else ""
-    from .columns import wrap
+    from .wrap import wrap
 
     lines = wrap(f"-- step {index + 1}/{total}{held}, next: {step_text(step)}", width - 1, "   ")
     if len(lines) > PROMPT_MAX_LINES:
-        lines = lines[: PROMPT_MAX_LINES - 1] + [lines[PROMPT_MAX_LINES - 1][: width - 2] + "…"]
+        last = lines[PROMPT_MAX_LINES - 1]
+        cut = last[: width - 3]
+        # At a space, so no word is cut; a line that is one word is cut where it must be.
+        cut = cut[: cut.rstrip().rfind(" ")] if cut.strip().count(" ") else cut
+        lines = lines[: PROMPT_MAX_LINES - 1] + [cut.rstrip() + " …"]
     return lines + ["   [Enter] run it   [q] quit"]
 
 
@@ -131,7 +135,7 @@ class StepGate:
         if isinstance(event, ev.RunStarted) and self.pacing.step:
             text = (f"-- step-through on scratch database {event.database}: "
                     "Enter runs the next step, q quits (everything is rolled back)")
-            from .columns import wrap
+            from .wrap import wrap
 
             self._say("\n".join(wrap(text, self.width - 1, "   ")) + "\n")
         if isinstance(event, ev.Waiting):

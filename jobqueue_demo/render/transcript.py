@@ -26,6 +26,7 @@ class Line:
     text: str
     session: str | None = None
     kind: str = SQL
+    comment_at: int | None = None  # where a statement's ` -- comment` starts in `text`
 
 
 def prompted(event, prompts: dict[str, str]):
@@ -50,10 +51,11 @@ def prompted(event, prompts: dict[str, str]):
 
 def statement_lines(session: str, sql: str, trailer: str | None = None) -> list[Line]:
     lines = sql.split("\n")
-    if trailer:
-        lines[-1] += f" -- {trailer}"
     lines[0] = f"{session}> {lines[0]}"
-    return [Line(t, session, SQL) for t in lines]
+    out = [Line(t, session, SQL) for t in lines]
+    if trailer:
+        out[-1] = Line(f"{lines[-1]} -- {trailer}", session, SQL, comment_at=len(lines[-1]))
+    return out
 
 
 def result_lines(session: str, sql: str, result: Result, rollback: str | None = None) -> list[Line]:
@@ -120,6 +122,11 @@ def error_notes(session: str, result: Result, rollback: str | None) -> list[Line
     else:
         return []
     return [Line(text, session, NOTE)]
+
+
+def is_error(line: Line) -> bool:
+    """A server's error line, in MySQL's form (`ERROR 1213 (40001): …`) or psql's (`ERROR:  …`)."""
+    return line.kind == RESULT and line.text.startswith(("ERROR ", "ERROR:"))
 
 
 def _comment(comment: str | None, extra: str | None) -> str | None:
@@ -203,11 +210,49 @@ STYLES = {SQL: "bold {c}", RESULT: "{c}", NOTE: "dim", NARRATION: "italic"}
 ERROR_STYLE = "bold red"
 
 
-class TranscriptWriter:
-    """Writes lines to a stream, each session in its own colour when `color` (color.py decides)."""
+def fit(line: Line, width: int | None) -> list[str]:
+    """One line's pieces within `width` (None: the line as it is): SQL hangs under its prompt,
+    its comment beside it or below it, narration is reflowed, notes and errors hang by three
+    spaces; a result table's rows stay as psql prints them."""
+    from .wrap import reflow, wrap, wrap_lines
 
-    def __init__(self, stream, sessions: tuple[str, ...], color: bool):
+    if width is None:
+        return [line.text]
+    if line.kind == SQL and line.session is not None:
+        return _fit_sql(line, width)
+    if line.kind == NARRATION:
+        return reflow(line.text, width)
+    if line.kind == NOTE or is_error(line):
+        return wrap_lines(line.text, width, "   ")
+    return wrap(line.text, width) if line.kind != RESULT else [line.text]
+
+
+def _fit_sql(line: Line, width: int) -> list[str]:
+    from .wrap import cells, wrap
+
+    indent = " " * (len(line.session) + 2)
+    if cells(line.text) <= width:
+        return [line.text]
+    sql = line.text if line.comment_at is None else line.text[: line.comment_at]
+    if cells(sql) <= width:
+        pieces = [sql]  # only its comment goes below
+    else:
+        pieces = wrap(sql if sql.startswith(f"{line.session}> ") else indent + sql, width, indent)
+    if line.comment_at is None:
+        return pieces
+    comment = line.text[line.comment_at:]
+    if cells(pieces[-1] + comment) <= width:
+        return pieces[:-1] + [pieces[-1] + comment]
+    return pieces + wrap(indent + comment.lstrip(), width, indent + "   ")
+
+
+class TranscriptWriter:
+    """Writes lines to a stream, each session in its own colour when `color` (color.py decides),
+    wrapped to `width` on a terminal (render/wrap.py)."""
+
+    def __init__(self, stream, sessions: tuple[str, ...], color: bool, width: int | None = None):
         self.stream = stream
+        self.width = width
         # rich only when colour is on: plain text needs none of it.
         self.console = console(stream, on=True, highlight=False, markup=False, emoji=False) if color else None
         self.colours = session_colours(sessions)
@@ -215,16 +260,17 @@ class TranscriptWriter:
     def write(self, lines: list[Line]) -> None:
         for line in lines:
             style = self._style(line) if self.console is not None and line.text else ""
-            if style:
-                self.console.print(line.text, style=style, soft_wrap=True)
-            else:
-                self.stream.write(line.text + "\n")
+            for text in fit(line, self.width):
+                if style and text:
+                    self.console.print(text, style=style, soft_wrap=True)
+                else:
+                    self.stream.write(text + "\n")
         self.stream.flush()
 
     def _style(self, line: Line) -> str:
         colour = self.colours.get(line.session)
         if line.kind in (SQL, RESULT) and colour is None:
             return ""
-        if line.kind == RESULT and line.text.startswith("ERROR "):
+        if is_error(line):
             return ERROR_STYLE
         return STYLES[line.kind].format(c=colour)

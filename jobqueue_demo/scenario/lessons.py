@@ -26,4 +26,8 @@ def resolve(name: str) -> str:
         candidate = folder / f"{name}.yaml"
         if candidate.is_file():
             return str(candidate)
-    raise ScenarioError(name, "no such file, and no lesson of that name (see 'jobqueue-demo lessons')")
+    from .nearest import nearest
+
+    guess = nearest(name, (p.stem for folder in lesson_dirs() for p in folder.glob("*.yaml")))
+    hint = f"did you mean '{guess}'?" if guess else "see 'jobqueue-demo lessons'"
+    raise ScenarioError(name, f"no such file, and no lesson of that name ({hint})")

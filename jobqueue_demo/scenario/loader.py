@@ -32,6 +32,7 @@ from .model import (
     error_match,
 )
 from ..engine import mysql_errors, pg_errors
+from .nearest import nearest
 
 # libyaml's parser, when PyYAML was built with it, reads a lesson several times faster;
 # both give the same nodes and marks.
@@ -134,18 +135,22 @@ def _fail_at(path: str, mark, message: str):
 STEP_WORDS = tuple(sorted(STATEMENT_KEYS | {"narrate", "locks"} | set(FAULT_ACTIONS)))
 
 
-def _nearest(word: str, choices) -> str | None:
-    import difflib
-
-    found = difflib.get_close_matches(word.lower(), list(choices), n=1, cutoff=0.6)
-    return found[0] if found else None
-
-
 def _did_you_mean(word: str, sessions: set[str]) -> str:
-    nearest = _nearest(word, STEP_WORDS) or _nearest(word, sessions)
-    if nearest:
-        return f": did you mean '{nearest}'?"
+    guess = nearest(word, STEP_WORDS) or nearest(word, sessions)
+    if guess:
+        return f": did you mean '{guess}'?"
     return f" (a step takes one of: {', '.join(STEP_WORDS)}, or a session: {', '.join(sorted(sessions))})"
+
+
+def _scalar_step_fix(text: str, sessions: set[str]) -> str:
+    """What a step written as plain text was probably meant to be: `B BEGIN;` is `B: BEGIN;`."""
+    first, _, rest = text.strip().partition(" ")
+    if first in sessions and rest:
+        return f": did you mean '{first}: {rest.strip()}' (a colon after the session)?"
+    guess = None if rest else nearest(first, ("locks", "narrate", *FAULT_ACTIONS))
+    if guess:
+        return ": did you mean " + {"locks": "'locks'", "narrate": "'narrate: TEXT'"}.get(guess, f"'{guess}: SESSION'") + "?"
+    return " such as 'A: BEGIN;' (a session, a colon, its statement), or narrate, locks or a fault"
 
 
 class _Builder:
@@ -422,6 +427,8 @@ class _Builder:
         line = node.start_mark.line + 1
         if isinstance(node, yaml.ScalarNode) and node.value == "locks":
             return self.same(Locks(line))
+        if isinstance(node, yaml.ScalarNode):
+            self.fail(node, f"a step must be a mapping{_scalar_step_fix(node.value, names)}")
         fields = self.mapping(node, "a step")
         if "narrate" in fields:
             self.only(fields, {"narrate"}, "a narrate step")
@@ -451,7 +458,7 @@ class _Builder:
     def statement(self, node: yaml.Node, fields, names: set[str]) -> dict:
         sessions = [k for k in fields if k not in STATEMENT_KEYS]
         unknown = [k for k in sessions if k not in names]
-        if len(sessions) > 1 and unknown or len(sessions) == 1 and unknown and _nearest(unknown[0], STEP_WORDS):
+        if len(sessions) > 1 and unknown or len(sessions) == 1 and unknown and nearest(unknown[0], STEP_WORDS):
             key = unknown[0]
             self.fail(fields[key][0], f"unknown key '{key}' in a step{_did_you_mean(key, names)}")
         if len(sessions) != 1:
@@ -523,6 +530,9 @@ class _Builder:
         """One engine's expectation: an error's spelling is resolved for that engine."""
         if isinstance(node, yaml.ScalarNode) and node.value == "ok":
             return Expectation(ok=True)
+        if isinstance(node, yaml.ScalarNode):
+            said = f"'{node.value}'" if node.value else "empty"
+            self.fail(node, f"expect is {said}: write 'expect: ok', or a mapping such as {{affected: 1}} or {{error: deadlock}}")
         fields = self.mapping(node, "expect")
         for k, (knode, _) in fields.items():
             if k not in EXPECT_KEYS:
@@ -557,11 +567,14 @@ class _Builder:
 
     @staticmethod
     def unknown_error(spelling: str, engine: str, shared: bool) -> str:
-        if engine == "postgresql":
-            known = f"a SQLSTATE, a condition name or one of {pg_errors.known_spellings()}"
+        errors = pg_errors if engine == "postgresql" else mysql_errors
+        guess = nearest(spelling, (*errors.CLASSES, *errors.NAMES))
+        if guess:
+            message = f"expect error: unknown error '{spelling}' on {engine}: did you mean '{guess}'?"
+        elif engine == "postgresql":
+            message = f"expect error: unknown error '{spelling}' on {engine}; use a SQLSTATE, a condition name or one of {errors.known_spellings()}"
         else:
-            known = f"a number or one of {mysql_errors.known_spellings()}"
-        message = f"expect error: unknown error '{spelling}' on {engine}; use {known}"
+            message = f"expect error: unknown error '{spelling}' on {engine}; use a number or one of {errors.known_spellings()}"
         if shared:
             message += "; or write the expectation per engine: {mysql: {error: 1205}, postgresql: {error: 55P03}}"
         return message
