@@ -44,6 +44,17 @@ class Narrated:
 
 
 @dataclass(eq=False)
+class Blocker:
+    """One session in a waiting statement's way, and how."""
+
+    session: str
+    how: str  # "holds" (a conflicting lock) or "queued ahead" (its own request, still waiting)
+    mode: str = ""  # the mode it holds, or, queued ahead, the mode it asks for; "" when not told
+    statement: str = ""  # queued ahead: what its waiting request is, e.g. "LOCK TABLES"
+    waits_for: tuple[str, ...] = ()  # queued ahead: whom its own request waits for
+
+
+@dataclass(eq=False)
 class Waiting:
     """A statement the server holds on a lock; its Completed event comes later."""
 
@@ -52,9 +63,11 @@ class Waiting:
     sql: str
     comment: str | None
     at_ms: float
-    kind: str  # row lock, metadata lock, table lock
-    blockers: tuple[str, ...]
-    lock: str = ""
+    kind: str  # row lock, gap lock, insert intention lock, metadata lock, table lock, advisory lock...
+    blockers: tuple[str, ...]  # every session of `edges`, holders and queued ahead alike
+    lock: str = ""  # what is locked (with `requested` empty, the mode too: "jobs PRIMARY X")
+    edges: tuple[Blocker, ...] = ()
+    requested: str = ""  # the mode this statement asks for, when the server tells it apart
 
 
 @dataclass(eq=False)
