@@ -297,6 +297,10 @@ class WaitMonitor:
             return WaitInfo(kind, ())
         holding = [(t, table, mode) for t, table, mode in granted if not mine or mdl.waits_for_granted(mine, mode)]
         ahead = [(t, mode) for t, mode in pending if mine and mode and mdl.queued_behind(mine, mode)]
+        if self.mysql and holding:
+            # MySQL shows no order of its waiters: a request is told as queued behind another
+            # only when no granted lock explains its wait, so that one must be ahead of it.
+            ahead = []
         edges = [Edge(t, HOLDS, mdl.mode_name(mode)) for t, _, mode in holding]
         edges += [Edge(t, QUEUED, mdl.mode_name(mode)) for t, mode in ahead]
         tables = {table for _, table, _ in holding}
@@ -337,7 +341,6 @@ class WaitMonitor:
         rows = [(int(t), control_text(table), control_text(mode), control_text(status)) for t, table, mode, status in found if t is not None]
         mine = next((mode for t, _, mode, status in rows if t == int(thread_id) and status == "PENDING"), "")
         granted = sorted((t, table, mode) for t, table, mode, status in rows if status == "GRANTED" and t != int(thread_id))
-        # The server keeps no order of its waiters that it shows: every other waiter counts as ahead.
         pending = sorted((t, mode) for t, _, mode, status in rows if status == "PENDING" and t != int(thread_id))
         return granted, pending, mine
 
