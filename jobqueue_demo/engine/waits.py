@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from . import mdl
 from .control import rows as control_rows
 from .control import text as control_text
 
@@ -83,6 +82,7 @@ TRX_HEADER = re.compile(r"^---TRANSACTION ", re.MULTILINE)
 WAITING_LOCK = re.compile(r"index (\S+) of table `[^`]*`\.`([^`]*)` trx id \d+ lock.mode (\S+)(.*)(?:\n.*?heap no (\d+) )?")
 # The record a lock is on: heap number 1 of every index page is its supremum, the end of the page.
 SUPREMUM_HEAP_NO = "1"
+THREAD_ID = re.compile(r"(?:MySQL|MariaDB) thread id (\d+)")
 RECORD, NEXT_KEY, GAP_ONLY, INSERT_INTENTION_ONLY = "record", "next-key", "gap", "insert intention"
 WAIT_KINDS = {RECORD: ROW, NEXT_KEY: ROW, GAP_ONLY: GAP, INSERT_INTENTION_ONLY: INSERT_INTENTION}
 
@@ -102,7 +102,6 @@ def innodb_lock_kind(flags: str, supremum: bool) -> str:
         return RECORD
     # A plain X or S on the supremum can only cover the gap before it: there is no row.
     return GAP_ONLY if supremum else NEXT_KEY
-THREAD_ID = re.compile(r"(?:MySQL|MariaDB) thread id (\d+)")
 
 
 @dataclass(eq=False)
@@ -249,13 +248,9 @@ class WaitMonitor:
             # (a run just before this one) can leave it stale. Once left alone, it refreshes.
             rows = self.fresh_rows(sql)
         blockers = tuple(sorted({int(r[0]) for r in rows}))
-        lock = ""
-        kind = ROW
-        if rows:
-            table, index, mode, data = (control_text(v) or "" for v in rows[0][1:])
-            lock = " ".join(p for p in (_table_name(table), index, mode, f"({data})" if data else "") if p)
-            kind = self._row_kind(thread_id, mode, data)
-        return WaitInfo(kind, blockers, lock)
+        table, index, mode, data = (control_text(v) or "" for v in rows[0][1:]) if rows else ("", "", "", "")
+        lock = " ".join(p for p in (_table_name(table), index, mode, f"({data})" if data else "") if p)
+        return WaitInfo(self._row_kind(thread_id, mode, data), blockers, lock)
 
     def _row_kind(self, thread_id: int, mode: str, data: str) -> str:
         """MySQL's lock tables say which kind a lock is in its mode (X,GAP, X,INSERT_INTENTION);
@@ -289,6 +284,8 @@ class WaitMonitor:
         is known by its statement (mdl.REQUESTS). Without either, the blocker is not named
         rather than guessed; a request of unknown mode is told by every granted lock.
         """
+        from . import mdl  # its patterns compiled only when a run meets a metadata lock wait
+
         if self.mysql:
             granted, pending, mine = self._mysql_metadata_locks(thread_id, schema)
         elif metadata_lock_info_active(self):
@@ -309,6 +306,8 @@ class WaitMonitor:
     def _mariadb_metadata_locks(self, thread_id: int, schema: str):
         """(granted locks of others as (thread, table, mode), earlier waiters as (thread, mode),
         the waiter's own request) from METADATA_LOCK_INFO and the process list."""
+        from . import mdl
+
         escaped = schema.replace("'", "''")
         granted = self.rows(
             "SELECT THREAD_ID, TABLE_NAME, LOCK_MODE FROM information_schema.METADATA_LOCK_INFO "
@@ -336,10 +335,13 @@ class WaitMonitor:
         found = self.rows(
             "SELECT t.PROCESSLIST_ID, m.OBJECT_NAME, m.LOCK_TYPE, m.LOCK_STATUS FROM performance_schema.metadata_locks m "
             "JOIN performance_schema.threads t ON t.THREAD_ID = m.OWNER_THREAD_ID "
-            f"WHERE m.OBJECT_TYPE = 'TABLE' AND m.OBJECT_SCHEMA = '{escaped}' ORDER BY m.OBJECT_INSTANCE_BEGIN"
+            f"WHERE m.OBJECT_TYPE = 'TABLE' AND m.OBJECT_SCHEMA = '{escaped}'"
         )
         rows = [(int(t), control_text(table), control_text(mode), control_text(status)) for t, table, mode, status in found if t is not None]
-        mine = next((mode for t, _, mode, status in rows if t == int(thread_id) and status == "PENDING"), "")
+        asked = [(table, mode) for t, table, mode, status in rows if t == int(thread_id) and status == "PENDING"]
+        mine = asked[0][1] if asked else ""
+        if asked:  # only the locks on the table it waits for
+            rows = [r for r in rows if r[1] == asked[0][0]]
         granted = sorted((t, table, mode) for t, table, mode, status in rows if status == "GRANTED" and t != int(thread_id))
         pending = sorted((t, mode) for t, _, mode, status in rows if status == "PENDING" and t != int(thread_id))
         return granted, pending, mine
