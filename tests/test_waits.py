@@ -93,8 +93,14 @@ def test_a_claim_behind_a_waiting_lock_tables_names_that_request(embedded):
 
 def test_a_stuck_run_follows_the_queued_request(embedded):
     """The waits-for chain goes from C through A's request to B, idle: not from C to B."""
+    from jobqueue_demo.render.events_json import records
+
+    told = []
     with pytest.raises(StuckError) as stuck:
-        run(str(ROOT / "tests" / "data" / "queued-behind-request.yaml"), embedded)
+        core.run(core.load(str(ROOT / "tests" / "data" / "queued-behind-request.yaml")), embedded, 10.0, told.append)
+    (chain,) = [records(e)[0] for e in told if isinstance(e, ev.Stuck)]
+    assert [(w["session"], w["waits_for"], w["queued_behind"]) for w in chain["waits"]] == [
+        ("A", ["B"], []), ("C", ["A"], ["A"])]
     assert (
         "C is queued behind A's request (metadata lock, asking MDL_SHARED_WRITE, in 'SELECT id FROM jobs "
         "WHERE id = 1 FOR UPDATE;'), which waits for B (metadata lock jobs, asking MDL_SHARED_NO_READ_WRITE, "
