@@ -108,14 +108,6 @@ def test_a_stuck_run_follows_the_queued_request(embedded):
     ) in str(stuck.value)
 
 
-def test_a_wait_on_a_gap_is_named_as_the_lock_it_is(server):
-    """An INSERT waits with an insert intention on A's next-key lock on the supremum: a gap,
-    no row, as the lesson's narration and its lock table say."""
-    report = run("gap-locks", server)
-    (wait,) = of(report, ev.Waiting)
-    assert (wait.session, wait.kind, wait.blockers) == ("P", "insert intention lock", ("A",))
-
-
 def test_innodb_status_tells_each_kind_of_row_wait():
     from jobqueue_demo.engine.waits import GAP, INSERT_INTENTION, ROW
 
