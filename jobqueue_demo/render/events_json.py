@@ -68,7 +68,7 @@ def _edge(edge: ev.Blocker) -> dict:
     """One blocker: `holds` a conflicting lock (`mode`: the mode it holds), or is `queued ahead`
     (`mode`: the mode its request asks for, `statement` and `waits_for`: that request's)."""
     out = {"session": edge.session, "edge": edge.how, "mode": edge.mode or None}
-    if edge.how == "queued ahead":
+    if edge.how == ev.QUEUED:
         out.update(statement=edge.statement or None, waits_for=list(edge.waits_for))
     return out
 

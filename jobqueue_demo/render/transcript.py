@@ -113,15 +113,15 @@ def wait_phrase(event: ev.Waiting) -> str:
     """E.g. "waiting for a table lock held by B (jobs: B holds RowShareLock, A asks
     AccessExclusiveLock)", or for a statement behind another's request still in the queue,
     "waiting for a metadata lock, queued behind A's LOCK TABLES, which waits for B (...)"."""
-    holders = [e for e in event.edges if e.how != "queued ahead"]
-    queued = [e for e in event.edges if e.how == "queued ahead"]
+    holders = [e for e in event.edges if e.how != ev.QUEUED]
+    queued = [e for e in event.edges if e.how == ev.QUEUED]
     article = "an" if event.kind[:1] in "aeiou" else "a"
     text = f"waiting for {article} {event.kind}"
     if holders or not queued:
         text += " held by " + (" and ".join(e.session for e in holders) or "another session")
     if queued:
         text += ", queued behind " + " and ".join(_queued_request(e) for e in queued)
-    modes = [f"{e.session} {'asks' if e.how == 'queued ahead' else 'holds'} {e.mode}" for e in event.edges if e.mode]
+    modes = [f"{e.session} {'asks' if e.how == ev.QUEUED else 'holds'} {e.mode}" for e in event.edges if e.mode]
     if event.requested:
         modes.insert(0, f"{event.session} asks {event.requested}")
     details = ", ".join(modes)

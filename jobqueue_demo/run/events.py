@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..engine.result import Result
+from ..engine.waits import HOLDS as HOLDS  # how a Blocker blocks: the views read these two
+from ..engine.waits import QUEUED as QUEUED
 from ..scenario.model import Step
 
 if TYPE_CHECKING:  # only a deadlock or a stuck run makes these; a run without one never imports them
@@ -48,7 +50,7 @@ class Blocker:
     """One session in a waiting statement's way, and how."""
 
     session: str
-    how: str  # "holds" (a conflicting lock) or "queued ahead" (its own request, still waiting)
+    how: str  # HOLDS (a conflicting lock) or QUEUED (its own request, still waiting, is ahead)
     mode: str = ""  # the mode it holds, or, queued ahead, the mode it asks for; "" when not told
     statement: str = ""  # queued ahead: what its waiting request is, e.g. "LOCK TABLES"
     waits_for: tuple[str, ...] = ()  # queued ahead: whom its own request waits for
