@@ -171,7 +171,8 @@ def test_gap_lock_blocks_the_enqueuer_only_under_repeatable_read(server):
     report = run("gap-locks", server)
     assert report.mismatches == []
     (waiting,) = waits(report)
-    assert (waiting.session, waiting.kind) == ("P", "row lock")
+    # An insert intention on the gap A's next-key lock on the supremum covers: no row.
+    assert (waiting.session, waiting.kind, waiting.blockers) == ("P", "insert intention lock", ("A",))
     assert waiting.comment == "a new job, id 4"
     assert completed(report, comment="no wait this time")[0].result.affected == 1
 
@@ -202,6 +203,6 @@ def test_supremum_wait_completion_waits_only_when_done_sorts_first(server):
     report = run("supremum-wait", server)
     assert report.mismatches == []
     (waiting,) = waits(report)
-    assert (waiting.session, waiting.kind) == ("B", "row lock")
+    assert (waiting.session, waiting.kind) == ("B", "insert intention lock")
     assert waiting.comment == "B never touched job 2, yet it waits for A"
     assert completed(report, comment="only now can B's completion go in")[0].result is not None

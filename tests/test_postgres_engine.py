@@ -17,6 +17,7 @@ import pytest
 
 from conftest import LOCAL_PG_DSN, ROOT, cli, local_pg_reachable, pg_binaries_missing, reachable_tmp
 from jobqueue_demo import api as core
+from jobqueue_demo.errors import StuckError
 from jobqueue_demo.run import events as ev
 from test_interrupt import interrupt_while_waiting, start
 
@@ -67,7 +68,9 @@ def test_for_update_waits_with_the_blocker_named_then_completes(pg):
     report = run("waits", pg)
     first = waits(report)[0]
     assert (first.session, first.kind, first.blockers) == ("B", "row lock", ("A",))
-    assert first.lock == "jobs row (0,1) FOR UPDATE"
+    # FOR UPDATE is B's request: what A holds on the row is in the row, not in pg_locks.
+    assert (first.lock, first.requested) == ("jobs row (0,1)", "FOR UPDATE")
+    assert [(e.session, e.how, e.mode) for e in first.edges] == [("A", "holds", "")]
     b_select = completed(report, "B")[1]
     assert b_select.waited_ms is not None and b_select.result.rows == (("1", "send welcome email"),)
     a_commit = next(i for i, e in enumerate(report.events) if isinstance(e, ev.Completed) and e.sql == "COMMIT;" and e.session == "A")
@@ -431,13 +434,57 @@ def test_reset_session_leaves_a_fresh_session(pg_embedded):
 
 def test_table_lock_queue_names_the_one_ahead(pg):
     report = run("table-lock-queue", pg)
-    told = {w.session: (w.kind, w.blockers, w.lock) for w in waits(report)}
+    told = {w.session: (w.kind, w.blockers, w.lock, w.requested, [(e.session, e.how, e.mode, e.statement, e.waits_for) for e in w.edges])
+            for w in waits(report)}
     assert told == {
-        "B": ("table lock", ("A",), "jobs AccessExclusiveLock"),
-        # C's RowShareLock conflicts only with B's queued request: pg_blocking_pids names the one ahead.
-        "C": ("table lock", ("B",), "jobs RowShareLock"),
+        "B": ("table lock", ("A",), "jobs", "AccessExclusiveLock", [("A", "holds", "AccessShareLock", "", ())]),
+        # C's RowShareLock conflicts only with B's queued request: pg_blocking_pids names the one
+        # ahead, and pg_locks tells that B holds nothing there yet.
+        "C": ("table lock", ("B",), "jobs", "RowShareLock", [("B", "queued ahead", "AccessExclusiveLock", "ALTER TABLE", ("A",))]),
     }
     assert completed(report, "C")[-1].result.rows == (("1",),)
+
+
+def test_metadata_lock_lesson_tells_holders_and_queued_requests_apart(pg_embedded):
+    """A holds nothing while its LOCK TABLE waits: C's claim is queued behind A's request, which
+    waits for B; each mode is told as what it is, B's held, A's and C's asked."""
+    from test_waits import queued_claim_views
+
+    report = core.run(core.load("metadata-lock"), pg_embedded, 10.0)
+    assert report.mismatches == []
+    views = queued_claim_views(report.events)
+    held = "waiting for a table lock held by B (jobs: A asks AccessExclusiveLock, B holds RowShareLock)"
+    assert held in queued_claim_views(report.events, "A")["transcript"]
+    told = ("waiting for a table lock, queued behind A's LOCK TABLE, which waits for B "
+            "(jobs: C asks RowShareLock, A asks AccessExclusiveLock)")
+    for view in ("transcript", "columns", "page"):
+        assert told in views[view] and "held by A" not in views[view], (view, views[view])
+    assert views["json"]["blockers"] == ["A"] and views["json"]["requested_mode"] == "RowShareLock"
+    assert views["json"]["edges"] == [{"session": "A", "edge": "queued ahead", "mode": "AccessExclusiveLock",
+                                       "statement": "LOCK TABLE", "waits_for": ["B"]}]
+
+
+def test_a_stuck_run_follows_the_queued_request_on_postgresql(pg_embedded):
+    with pytest.raises(StuckError) as stuck:
+        core.run(core.load(str(ROOT / "tests" / "data" / "queued-behind-request.yaml")), pg_embedded, 10.0)
+    assert (
+        "C is queued behind A's request (table lock jobs, asking RowShareLock, in 'SELECT id FROM jobs WHERE id = 1 "
+        "FOR UPDATE;'), which waits for B (table lock jobs, asking AccessExclusiveLock, in 'LOCK TABLE jobs IN ACCESS "
+        "EXCLUSIVE MODE;'), which is idle in a transaction"
+    ) in str(stuck.value)
+
+
+def test_an_advisory_lock_wait_is_named_so(pg_embedded, tmp_path):
+    lesson = tmp_path / "advisory.yaml"
+    lesson.write_text(
+        "title: two sessions on one advisory lock\nengines: [postgresql]\nsetup: CREATE TABLE t (x INT);\n"
+        "sessions: [A, B]\nsteps:\n  - A: BEGIN;\n  - A: SELECT pg_advisory_xact_lock(42);\n"
+        "  - B: SELECT pg_advisory_xact_lock(42);\n  - A: COMMIT;\n  - wait: B\n"
+    )
+    report = core.run(core.load(str(lesson)), pg_embedded, 10.0)
+    (wait,) = waits(report)
+    assert (wait.kind, wait.blockers, wait.requested) == ("advisory lock", ("A",), "ExclusiveLock")
+    assert [(e.session, e.how, e.mode) for e in wait.edges] == [("A", "holds", "ExclusiveLock")]
 
 
 def test_a_wait_for_a_safe_snapshot_is_seen_as_isolationtester_sees_it(pg):

@@ -6,6 +6,7 @@ from conftest import ROOT, cli, dsn_env
 from jobqueue_demo import api as core
 from jobqueue_demo.run import events as ev
 from jobqueue_demo.engine import mysql_errors
+from jobqueue_demo.engine.waits import parse_innodb_status
 from jobqueue_demo.errors import StuckError
 
 import pytest
@@ -50,6 +51,111 @@ def test_skip_locked_waits_behind_metadata_lock(server):
     assert all(w.kind == "metadata lock" for w in waits)
     if server.embedded:  # the embedded server loads metadata_lock_info, so the holder is known
         assert waits[0].blockers == ("A",) and waits[1].blockers == ("B",)
+
+
+def queued_claim_views(events, claimer: str = "C") -> dict[str, str]:
+    """How every view tells `claimer`'s wait: transcript, columns, the JSON event and the page."""
+    from jobqueue_demo.render.columns import PLAIN, ColumnsLayout, plain_text
+    from jobqueue_demo.render.events_json import records
+    from jobqueue_demo.render.export import passages
+    from jobqueue_demo.render.transcript import event_lines
+
+    wait = next(e for e in events if isinstance(e, ev.Waiting) and e.session == claimer)
+    columns = ColumnsLayout(("A", "B", "C"), 1200, PLAIN).lines(wait)
+    page = [p.line.text for passage in passages([wait]) for p in passage.lines]
+    return {
+        "transcript": " ".join(line.text for line in event_lines(wait)),
+        "columns": " ".join(" ".join(plain_text(line).split()) for line in columns),
+        "page": " ".join(page),
+        "json": records(wait)[0],
+    }
+
+
+def test_a_claim_behind_a_waiting_lock_tables_names_that_request(embedded):
+    """C's claim conflicts with nothing granted (B's claim is SHARED_WRITE, as C's): it waits
+    behind A's LOCK TABLES, still waiting for B. Every view says so, and the chain follows it."""
+    report = run("metadata-lock", embedded)
+    a_wait, c_wait = of(report, ev.Waiting)[1:]
+    assert [(e.session, e.how, e.mode) for e in a_wait.edges] == [("B", "holds", "MDL_SHARED_WRITE")]
+    assert a_wait.requested == "MDL_SHARED_NO_READ_WRITE"
+    assert c_wait.blockers == ("A",) and c_wait.requested == "MDL_SHARED_WRITE"
+    (edge,) = c_wait.edges
+    assert (edge.session, edge.how, edge.mode, edge.statement, edge.waits_for) == (
+        "A", "queued ahead", "MDL_SHARED_NO_READ_WRITE", "LOCK TABLES", ("B",))
+    views = queued_claim_views(report.events)
+    told = "waiting for a metadata lock, queued behind A's LOCK TABLES, which waits for B"
+    for view in ("transcript", "columns", "page"):
+        assert told in views[view] and "held by B" not in views[view], (view, views[view])
+    assert views["json"]["blockers"] == ["A"]
+    assert views["json"]["edges"] == [{"session": "A", "edge": "queued ahead", "mode": "MDL_SHARED_NO_READ_WRITE",
+                                       "statement": "LOCK TABLES", "waits_for": ["B"]}]
+
+
+def test_a_stuck_run_follows_the_queued_request(embedded):
+    """The waits-for chain goes from C through A's request to B, idle: not from C to B."""
+    from jobqueue_demo.render.events_json import records
+
+    told = []
+    with pytest.raises(StuckError) as stuck:
+        core.run(core.load(str(ROOT / "tests" / "data" / "queued-behind-request.yaml")), embedded, 10.0, told.append)
+    (chain,) = [records(e)[0] for e in told if isinstance(e, ev.Stuck)]
+    assert [(w["session"], w["waits_for"], w["queued_behind"]) for w in chain["waits"]] == [
+        ("A", ["B"], []), ("C", ["A"], ["A"])]
+    assert (
+        "C is queued behind A's request (metadata lock, asking MDL_SHARED_WRITE, in 'SELECT id FROM jobs "
+        "WHERE id = 1 FOR UPDATE;'), which waits for B (metadata lock jobs, asking MDL_SHARED_NO_READ_WRITE, "
+        "in 'LOCK TABLES jobs WRITE;'), which is idle in a transaction"
+    ) in str(stuck.value)
+
+
+def test_innodb_status_tells_each_kind_of_row_wait():
+    from jobqueue_demo.engine.waits import GAP, INSERT_INTENTION, ROW
+
+    def waiting(flags: str, heap_no: int) -> str:
+        text = (
+            "---TRANSACTION 548, ACTIVE 0 sec inserting\nLOCK WAIT 2 lock struct(s)\n"
+            "MariaDB thread id 7, OS thread handle 1, query id 9 localhost root update\n"
+            "------- TRX HAS BEEN WAITING 1307 us FOR THIS LOCK TO BE GRANTED:\n"
+            f"RECORD LOCKS space id 5 page no 4 n bits 320 index state_id of table `jqd_1`.`jobs` trx id 548 lock_mode X{flags}\n"
+            f"Record lock, heap no {heap_no} PHYSICAL RECORD: n_fields 2; compact format; info bits 0\n"
+        )
+        return parse_innodb_status(text)[7].waiting_kind
+
+    assert waiting(" insert intention waiting", 1) == INSERT_INTENTION
+    assert waiting(" locks gap before rec insert intention waiting", 3) == INSERT_INTENTION
+    assert waiting(" locks gap before rec waiting", 3) == GAP
+    assert waiting(" waiting", 1) == GAP  # a next-key lock on the supremum covers a gap only
+    assert waiting(" waiting", 2) == ROW
+    assert waiting(" locks rec but not gap waiting", 2) == ROW
+
+
+def test_each_statement_asks_the_metadata_lock_mariadb_grants_it(embedded):
+    """MariaDB lists no waiting metadata lock request, so mdl.REQUESTS names a waiter's by its
+    statement: each the mode the server grants that statement."""
+    from jobqueue_demo.engine import mdl
+
+    statements = ("LOCK TABLES jobs WRITE", "LOCK TABLES jobs READ", "SELECT id FROM jobs FOR UPDATE",
+                  "SELECT id FROM jobs LOCK IN SHARE MODE", "SELECT id FROM jobs", "INSERT INTO jobs VALUES (9)",
+                  "UPDATE jobs SET id = 8 WHERE id = 9", "DELETE FROM jobs WHERE id = 8", "REPLACE INTO jobs VALUES (7)")
+    from jobqueue_demo.engine.control import text
+    from jobqueue_demo.engine.scratch import quote
+
+    seam = embedded.seam
+    scratch = seam.scratch(embedded)
+    scratch.open()
+    try:
+        scratch.execute(f"CREATE TABLE {quote(scratch.name)}.jobs (id INT PRIMARY KEY) ENGINE=InnoDB")
+        for sql in statements:
+            session = seam.session("A", scratch, None, 10.0)
+            for step in ("BEGIN", sql):
+                session.send(step)
+                session.read()
+            granted = scratch.rows("SELECT LOCK_MODE FROM information_schema.METADATA_LOCK_INFO "
+                                   f"WHERE THREAD_ID = {session.thread_id} AND TABLE_NAME = 'jobs'")
+            assert [text(r[0]) for r in granted] == [mdl.requested(sql)], sql
+            session.close()
+    finally:
+        scratch.close()
 
 
 def test_deadlock_names_the_victim(server):

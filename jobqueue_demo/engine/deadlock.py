@@ -18,7 +18,11 @@ from dataclasses import dataclass, replace
 
 from .control import text
 from .node_waits import names_on, split
-from .waits import THREAD_ID
+from .waits import GAP_ONLY as GAP
+from .waits import INSERT_INTENTION_ONLY as INSERT_INTENTION
+from .waits import NEXT_KEY as NEXT_KEY  # a Lock's kinds are waits.py's, read from the same monitor output
+from .waits import RECORD as RECORD
+from .waits import THREAD_ID, innodb_lock_kind
 
 SECTION = re.compile(r"^-+\nLATEST DETECTED DEADLOCK\n-+\n(.*?)(?=^-+\n[A-Z][A-Z /]*\n-+\n|\Z)", re.MULTILINE | re.DOTALL)
 TRANSACTION = re.compile(r"^\*\*\* \((\d+)\) TRANSACTION:\n", re.MULTILINE)
@@ -34,7 +38,7 @@ TABLE_LOCK = re.compile(r"^TABLE LOCK table `([^`]*)`\.`([^`]*)`.*? trx id (\d+)
 HEAP_NO = re.compile(r"heap no (\d+) PHYSICAL RECORD: n_fields \d+;[^\n]*\n\s*0: (?:len \d+; hex ([0-9a-f]+)|SQL NULL)", re.MULTILINE)
 INFIMUM_SUPREMUM = {"696e66696d756d00": "infimum", "73757072656d756d": "supremum"}
 
-RECORD, GAP, NEXT_KEY, INSERT_INTENTION, TABLE = "record", "gap", "next-key", "insert intention", "table"
+TABLE = "table"
 
 
 @dataclass(frozen=True)
@@ -217,19 +221,8 @@ def _locks(text: str, types: Mapping) -> tuple[Lock, ...]:
         heap = HEAP_NO.search(body)
         record = _key(heap.group(2), types.get((table, index), "")) if heap else ""
         where = (space, page, heap.group(1) if heap else "")
-        out.append(Lock(table, index, mode, _kind(flags, record), record, trx, where))
+        out.append(Lock(table, index, mode, innodb_lock_kind(flags, record == "supremum"), record, trx, where))
     return tuple(out)
-
-
-def _kind(flags: str, record: str) -> str:
-    if "insert intention" in flags:
-        return INSERT_INTENTION
-    if "locks gap before rec" in flags:
-        return GAP
-    if "locks rec but not gap" in flags:
-        return RECORD
-    # A plain X or S on the supremum can only cover the gap before it: there is no row.
-    return GAP if record == "supremum" else NEXT_KEY
 
 
 INTEGER_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint": 64}

@@ -76,8 +76,7 @@ class NodeWaits:
 
     def describe_from_lock_tables(self, run_id: int) -> WaitInfo:
         node, thread_id = split(run_id)
-        info = self.monitors[node].describe_from_lock_tables(thread_id)
-        return replace(info, blockers=tuple(on_node(node, b) for b in info.blockers))
+        return _on_node(node, self.monitors[node].describe_from_lock_tables(thread_id))
 
     def alive(self, run_id: int) -> bool:
         node, thread_id = split(run_id)
@@ -85,5 +84,9 @@ class NodeWaits:
 
     def describe(self, run_id: int, kind: str, schema: str) -> WaitInfo:
         node, thread_id = split(run_id)
-        info = self.monitors[node].describe(thread_id, kind, schema)
-        return replace(info, blockers=tuple(on_node(node, b) for b in info.blockers))
+        return _on_node(node, self.monitors[node].describe(thread_id, kind, schema))
+
+
+def _on_node(node: int, info: WaitInfo) -> WaitInfo:
+    """A node's wait in the run's ids (its blockers follow its edges)."""
+    return replace(info, blockers=(), edges=tuple(replace(e, thread=on_node(node, e.thread)) for e in info.edges))

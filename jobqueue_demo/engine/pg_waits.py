@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import pg_control as control
-from .waits import ROW, TABLE, TrxStatus, WaitInfo
+from .waits import ADVISORY, HOLDS, QUEUED, ROW, TABLE, Edge, TrxStatus, WaitInfo
 
 PROBE = "pg_isolation_test_session_is_blocked"
 # A row lock's heavyweight tuple lock is taken in the table-lock mode that stands for the
@@ -25,8 +25,17 @@ ROW_LOCK_MODE = (
 )
 
 
-# What a wait event says is waited for; the rest (transactionid, tuple) are row locks.
-_KINDS = {"relation": TABLE, "SafeSnapshot": "safe snapshot"}
+# What a wait event says is waited for; a lock of another type (virtualxid, object...) is
+# called by its type.
+_KINDS = {"relation": TABLE, "tuple": ROW, "transactionid": ROW, "advisory": ADVISORY, "SafeSnapshot": "safe snapshot"}
+
+
+def _kind(event: str | None) -> str:
+    return _KINDS.get(event or "", f"{event} lock")
+
+
+# The columns of pg_locks that name what a lock is on (its lock tag).
+LOCK_TAG = "l.locktype, l.database, l.relation, l.page, l.tuple, l.virtualxid, l.transactionid, l.classid, l.objid, l.objsubid"
 
 
 def _array(ids) -> str:
@@ -47,17 +56,17 @@ class Sighting:
     statement: str
 
     def lock(self) -> str:
-        """E.g. "jobs row (0,1) FOR UPDATE", "jobs AccessExclusiveLock"."""
+        """What is locked, e.g. "jobs row (0,1)", "jobs"; the mode asked for is `mode`."""
         if self.locktype == "tuple":
-            return f"{self.relation} row ({self.row}) {self.mode}"
+            return f"{self.relation} row ({self.row})"
         if self.locktype == "relation":
-            return f"{self.relation} {self.mode}"
+            return self.relation
         if self.locktype == "transactionid":
-            return f"transaction {self.xid} {self.mode}"
-        return f"{self.locktype} {self.mode}" if self.locktype else ""
+            return f"transaction {self.xid}"
+        return self.locktype
 
-    def info(self) -> WaitInfo:
-        return WaitInfo(self.kind, tuple(sorted(self.blockers)), self.lock())
+    def info(self, edges: tuple[Edge, ...] = ()) -> WaitInfo:
+        return WaitInfo(self.kind, tuple(sorted(self.blockers)), self.lock(), edges, self.mode)
 
 
 class PgWaitMonitor:
@@ -106,7 +115,7 @@ class PgWaitMonitor:
             f"WHERE {where}"
         )
         return {
-            int(pid): Sighting(_KINDS.get(event, ROW), frozenset(_pids(blockers)), relation or "", locktype or "",
+            int(pid): Sighting(_kind(event), frozenset(_pids(blockers)), relation or "", locktype or "",
                                mode or "", f"{page},{item}", xid or "", query or "")
             for pid, event, blockers, relation, locktype, mode, page, item, xid, query in found
         }
@@ -159,12 +168,38 @@ class PgWaitMonitor:
         return {int(pid): TrxStatus(active == "t", waiting == "t") for pid, active, waiting in found}
 
     def describe(self, thread_id: int, kind: str, schema: str = "") -> WaitInfo:
-        """Who holds what the backend waits for (pg_blocking_pids), and which lock (pg_locks)."""
+        """Who blocks the backend (pg_blocking_pids), which lock it asks for, in which mode,
+        and for each blocker whether it holds that lock or is ahead of it in the queue (pg_locks)."""
         pid = int(thread_id)
         seen = self._seen.get(pid)
         if seen is None or not seen.blockers:
             seen = self._sightings(f"a.pid = {pid}").get(pid)
-        return WaitInfo(kind, tuple(sorted(seen.blockers)), seen.lock()) if seen else WaitInfo(kind, ())
+        return seen.info(self._edges(pid, seen.blockers)) if seen else WaitInfo(kind, ())
+
+    def _edges(self, pid: int, blockers: frozenset[int]) -> tuple[Edge, ...]:
+        """pg_blocking_pids names the holders of a conflicting lock and the backends whose
+        conflicting request waits ahead in the queue alike: pg_locks tells them apart, by
+        the lock each has on what `pid` waits for, granted or not. A tuple lock is only a place
+        in the row's queue, taken by the first waiter: who holds it is queued too."""
+        if not blockers:
+            return ()
+        found = self.rows(
+            f"SELECT l.pid, l.granted, CASE l.locktype WHEN 'tuple' THEN {ROW_LOCK_MODE} ELSE l.mode END, {LOCK_TAG} "
+            f"FROM pg_catalog.pg_locks l WHERE l.pid OPERATOR(pg_catalog.=) ANY ({_array([pid, *blockers])})"
+        )
+        waited = next((r[3:] for r in found if int(r[0]) == pid and r[1] != "t"), None)
+        edges = []
+        for blocker in sorted(blockers):
+            same = [(granted == "t", mode, tag[0]) for b, granted, mode, *tag in found if int(b) == blocker and tuple(tag) == waited]
+            held = next(((mode, locktype) for granted, mode, locktype in same if granted), None)
+            if held and held[1] != "tuple":
+                # A transaction's id lock is how others wait for its row locks: no mode to tell.
+                edges.append(Edge(blocker, HOLDS, "" if held[1] == "transactionid" else held[0]))
+            elif same:
+                edges.append(Edge(blocker, QUEUED, same[0][1]))
+            else:
+                edges.append(Edge(blocker, HOLDS))
+        return tuple(edges)
 
     def describe_from_lock_tables(self, thread_id: int) -> WaitInfo:
         return self.describe(thread_id, ROW)

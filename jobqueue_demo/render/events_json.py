@@ -2,7 +2,8 @@
 
 Every object has `event`; times are `time_ms`, milliseconds since the run started, and steps
 are numbered from 1 as `verify` numbers them. A statement that waited on a lock gives a
-`wait_start` when the wait is seen and a `wait_end` just before its `statement` result. A
+`wait_start` when the wait is seen (`blockers`, and in `edges` how each blocks: it `holds` a
+conflicting lock, or its own request is `queued ahead`) and a `wait_end` just before its `statement` result. A
 deadlock victim's `statement` is followed by a `deadlock` (the cycle the server broke); on a
 Galera node, a 1213's `error` says what it was in `rolled_back_by` (`deadlock`, `certification
 failure` or `brute-force abort`, from the node's counters), and only a deadlock has a cycle.
@@ -60,7 +61,8 @@ def records(event) -> list[dict]:
     if isinstance(event, ev.Waiting):
         return [{"event": "wait_start", "time_ms": _ms(event.at_ms), "step": event.index + 1,
                  "session": event.session, "statement": event.sql, "lock_kind": event.kind,
-                 "lock": event.lock or None, "blockers": list(event.blockers)}]
+                 "lock": event.lock or None, "requested_mode": event.requested or None,
+                 "blockers": list(event.blockers), "edges": [_edge(e) for e in event.edges]}]
     if isinstance(event, ev.Completed):
         return _completed(event)
     if isinstance(event, ev.Narrated):
@@ -79,6 +81,15 @@ def records(event) -> list[dict]:
     if isinstance(event, ev.RunFinished):
         return [{"event": "run_finished", "time_ms": _ms(event.elapsed_ms)}]
     return []
+
+
+def _edge(edge: ev.Blocker) -> dict:
+    """One blocker: `holds` a conflicting lock (`mode`: the mode it holds), or is `queued ahead`
+    (`mode`: the mode its request asks for, `statement` and `waits_for`: that request's)."""
+    out = {"session": edge.session, "edge": edge.how, "mode": edge.mode or None}
+    if edge.how == ev.QUEUED:
+        out.update(statement=edge.statement or None, waits_for=list(edge.waits_for))
+    return out
 
 
 def _completed(event: ev.Completed) -> list[dict]:
@@ -113,7 +124,7 @@ def _lock(lock) -> dict | None:
 def _stuck(event: ev.Stuck) -> dict:
     found = event.chain
     return {"event": "stuck", "step": event.index + 1, "what": event.what,
-            "waits": [{"session": k.session, "waits_for": list(k.blockers), "lock_kind": k.kind,
+            "waits": [{"session": k.session, "waits_for": list(k.blockers), "queued_behind": list(k.queued), "lock_kind": k.kind,
                        "lock": k.lock or None, "statement": k.statement} for k in found.links],
             "holders": [{"session": h.session, "state": h.state} for h in found.holders],
             "cycle": found.cycle}

@@ -44,6 +44,11 @@ def prompted(event, prompts: dict[str, str]):
     changes = {"session": prompts[session]}
     if getattr(event, "blockers", None):
         changes["blockers"] = tuple(prompts.get(b, b) for b in event.blockers)
+    if getattr(event, "edges", None):
+        changes["edges"] = tuple(
+            replace(e, session=prompts.get(e.session, e.session), waits_for=tuple(prompts.get(w, w) for w in e.waits_for))
+            for e in event.edges
+        )
     if getattr(event, "deadlock", None) is not None:
         changes["deadlock"] = event.deadlock.renamed(prompts)
     return replace(event, **changes)
@@ -135,9 +140,30 @@ def _comment(comment: str | None, extra: str | None) -> str | None:
 
 
 def wait_phrase(event: ev.Waiting) -> str:
-    holder = " and ".join(event.blockers) if event.blockers else "another session"
-    text = f"waiting for a {event.kind} held by {holder}"
-    return text + (f" ({event.lock})" if event.lock else "")
+    """E.g. "waiting for a table lock held by B (jobs: B holds RowShareLock, A asks
+    AccessExclusiveLock)", or for a statement behind another's request still in the queue,
+    "waiting for a metadata lock, queued behind A's LOCK TABLES, which waits for B (...)"."""
+    holders = [e for e in event.edges if e.how != ev.QUEUED]
+    queued = [e for e in event.edges if e.how == ev.QUEUED]
+    article = "an" if event.kind[:1] in "aeiou" else "a"
+    text = f"waiting for {article} {event.kind}"
+    if holders or not queued:
+        text += " held by " + (" and ".join(e.session for e in holders) or "another session")
+    if queued:
+        text += ", queued behind " + " and ".join(_queued_request(e) for e in queued)
+    modes = [f"{e.session} {'asks' if e.how == ev.QUEUED else 'holds'} {e.mode}" for e in event.edges if e.mode]
+    if event.requested:
+        modes.insert(0, f"{event.session} asks {event.requested}")
+    details = ", ".join(modes)
+    if event.lock and details:
+        details = f"{event.lock}: {details}"
+    return text + (f" ({details or event.lock})" if details or event.lock else "")
+
+
+def _queued_request(edge: ev.Blocker) -> str:
+    """"A's LOCK TABLES, which waits for B": the request ahead, and what keeps it waiting."""
+    text = f"{edge.session}'s {edge.statement or 'request'}"
+    return text + (f", which waits for {' and '.join(edge.waits_for)}" if edge.waits_for else "")
 
 
 def event_lines(event) -> list[Line]:

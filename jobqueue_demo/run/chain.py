@@ -31,15 +31,20 @@ class Link:
 
     session: str
     blockers: tuple[str, ...]
-    kind: str  # row lock, metadata lock, table lock
+    kind: str  # row lock, gap lock, metadata lock, table lock...
     lock: str  # e.g. "jobs PRIMARY X (2)"; empty when the server did not say
     statement: str
+    queued: tuple[str, ...] = ()  # the blockers whose own request, still waiting, is ahead of this one
+    requested: str = ""  # the mode it asks for, when the server tells it apart from the lock
 
     def phrase(self) -> str:
-        holders = " and ".join(self.blockers) or UNNAMED
-        what = " ".join(p for p in (self.kind, self.lock) if p)
+        holders = [b for b in self.blockers if b not in self.queued]
+        what = " ".join(p for p in (self.kind, self.lock) if p) + (f", asking {self.requested}" if self.requested else "")
         first = " ".join(self.statement.split())[:STATEMENT_SHOWN]
-        return f"waits for {holders} ({what}, in '{first}')"
+        if self.queued and not holders:
+            return f"is queued behind {' and '.join(self.queued)}'s request ({what}, in '{first}')"
+        also = f", queued behind {' and '.join(self.queued)}'s request" if self.queued else ""
+        return f"waits for {' and '.join(holders) or UNNAMED}{also} ({what}, in '{first}')"
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,8 @@ class WaitChain:
     def renamed(self, names: Mapping[str, str]) -> WaitChain:
         """Its sessions as `names` calls them (a transcript's `A@1`)."""
         links = tuple(
-            replace(k, session=names.get(k.session, k.session), blockers=tuple(names.get(b, b) for b in k.blockers))
+            replace(k, session=names.get(k.session, k.session), blockers=tuple(names.get(b, b) for b in k.blockers),
+                    queued=tuple(names.get(b, b) for b in k.queued))
             for k in self.links
         )
         holders = tuple(replace(h, session=names.get(h.session, h.session)) for h in self.holders)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from ..engine.result import Result
 from ..engine.server import ServerInfo
 from ..engine.session import Session
+from ..engine.waits import QUEUED
 from ..errors import StuckError
 from ..scenario.model import Fault, Locks, Narration, Scenario, Statement
 from . import events as ev
@@ -34,6 +35,16 @@ if TYPE_CHECKING:  # imported where a deadlock, a stuck run or explore needs the
     from ..engine.deadlock import DeadlockCycle
     from ..engine.snapshot import Survey, TableSnapshot
     from .chain import WaitChain
+
+# A statement's first word says what it is, or its first two when the first is a verb of DDL
+# or LOCK: "SELECT", "LOCK TABLES", "ALTER TABLE".
+TWO_WORD_STATEMENTS = {"LOCK", "ALTER", "CREATE", "DROP", "TRUNCATE", "RENAME"}
+
+
+def statement_head(sql: str) -> str:
+    words = sql.split()[:2]
+    head = words if words and words[0].upper() in TWO_WORD_STATEMENTS else words[:1]
+    return " ".join(w.upper().rstrip(";") for w in head)
 
 
 @dataclass(eq=False)
@@ -236,10 +247,20 @@ class Driver:
             return ev.Waiting(index, session.name, sql, step.comment, self.now(), kind, ())
         info = self.conns.monitor.describe(session.thread_id, kind, self.database)
         names = self.conns.names()
-        blockers = tuple(names.get(t, f"connection {t}") for t in info.blockers)
-        wait = ev.Waiting(index, session.name, sql, step.comment, self.now(), kind, blockers, info.lock)
+        edges = tuple(self._blocker(names.get(e.thread, f"connection {e.thread}"), e) for e in info.edges)
+        blockers = tuple(e.session for e in edges)
+        wait = ev.Waiting(index, session.name, sql, step.comment, self.now(), info.kind, blockers, info.lock, edges, info.requested)
         self._waits[session.name] = wait
         return wait
+
+    def _blocker(self, name: str, edge) -> ev.Blocker:
+        """A blocker as the run names it; one queued ahead with its request and whom that waits for."""
+        if edge.how != QUEUED:
+            return ev.Blocker(name, edge.how, edge.mode)
+        inflight = self._inflight.get(name)
+        ahead = self._waits.get(name)
+        return ev.Blocker(name, edge.how, edge.mode, statement_head(inflight[2]) if inflight else "",
+                          ahead.blockers if ahead else ())
 
     # -- reporting a schedule that cannot go on ---------------------------------
 

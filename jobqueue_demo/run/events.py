@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..engine.result import Result
+from ..engine.waits import HOLDS as HOLDS  # how a Blocker blocks: the views read these two
+from ..engine.waits import QUEUED as QUEUED
 from ..scenario.model import Step
 
 if TYPE_CHECKING:  # only a deadlock or a stuck run makes these; a run without one never imports them
@@ -44,6 +46,17 @@ class Narrated:
 
 
 @dataclass(eq=False)
+class Blocker:
+    """One session in a waiting statement's way, and how."""
+
+    session: str
+    how: str  # HOLDS (a conflicting lock) or QUEUED (its own request, still waiting, is ahead)
+    mode: str = ""  # the mode it holds, or, queued ahead, the mode it asks for; "" when not told
+    statement: str = ""  # queued ahead: what its waiting request is, e.g. "LOCK TABLES"
+    waits_for: tuple[str, ...] = ()  # queued ahead: whom its own request waits for
+
+
+@dataclass(eq=False)
 class Waiting:
     """A statement the server holds on a lock; its Completed event comes later."""
 
@@ -52,9 +65,11 @@ class Waiting:
     sql: str
     comment: str | None
     at_ms: float
-    kind: str  # row lock, metadata lock, table lock
-    blockers: tuple[str, ...]
-    lock: str = ""
+    kind: str  # row lock, gap lock, insert intention lock, metadata lock, table lock, advisory lock...
+    blockers: tuple[str, ...]  # every session of `edges`, holders and queued ahead alike
+    lock: str = ""  # what is locked (with `requested` empty, the mode too: "jobs PRIMARY X")
+    edges: tuple[Blocker, ...] = ()
+    requested: str = ""  # the mode this statement asks for, when the server tells it apart
 
 
 @dataclass(eq=False)

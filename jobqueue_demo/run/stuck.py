@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..engine.session import Session
-from ..engine.waits import ROW, WaitMonitor
+from ..engine.waits import QUEUED, ROW_KINDS, WaitMonitor
 from ..scenario.model import Scenario
 from . import chain
 from . import events as ev
@@ -30,7 +30,9 @@ def wait_chain(scene: Scene, waiting: list[Session]) -> chain.WaitChain:
             wait = scene.waits.get(name)
             sql = session.pending_sql or ""
             kind, blockers, lock = (wait.kind, wait.blockers, wait.lock) if wait else ("lock", (), "")
-            links[name] = chain.Link(name, blockers, kind, _fuller_lock(scene, session, wait) or lock, sql)
+            queued = tuple(e.session for e in wait.edges if e.how == QUEUED) if wait else ()
+            asked = wait.requested if wait else ""
+            links[name] = chain.Link(name, blockers, kind, _fuller_lock(scene, session, wait) or lock, sql, queued, asked)
     active = {tid for tid, trx in scene.monitor.transactions().items() if trx.active}
     threads = {s.name: s.thread_id for s in scene.sessions.values()}
 
@@ -48,7 +50,7 @@ def _fuller_lock(scene: Scene, session: Session, wait: ev.Waiting | None) -> str
     """The waited-for record, when the wait was told without it: with one other active
     transaction the holder is deduced without InnoDB's lock tables, which name the record.
     Read once the run is stuck, where the 0.1 s their cache needs costs nothing."""
-    if wait is None or wait.kind != ROW or wait.lock.endswith(")") or not scene.name_blockers:
+    if wait is None or wait.kind not in ROW_KINDS or wait.requested or wait.lock.endswith(")") or not scene.name_blockers:
         return ""
     info = scene.monitor.describe_from_lock_tables(session.thread_id)
     names = scene.names()
