@@ -52,10 +52,14 @@ def _reaches_out(obj, verdicts: dict) -> bool:
     if obj not in verdicts:
         verdicts[obj] = False  # a cycle through the suite's own helpers adds nothing
         verdicts[obj] = _in_tests(obj) and any(
-            name in REACHES_OUT or (callable(where.get(name)) and _reaches_out(where[name], verdicts))
+            name in REACHES_OUT or (_is_code(where.get(name)) and _reaches_out(where[name], verdicts))
             for names, where in _names(obj) for name in names
         )
     return verdicts[obj]
+
+
+def _is_code(obj) -> bool:
+    return isinstance(obj, type) or (callable(obj) and inspect.isfunction(inspect.unwrap(obj)))
 
 
 def _in_tests(obj) -> bool:
