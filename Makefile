@@ -12,9 +12,9 @@ PG_SERVER := $(shell d=$$(pg_config --bindir 2>/dev/null); [ -x "$$d/initdb" ] &
 # As root the throwaway servers run as this system user, which owns nothing else (README, Safety).
 SERVER_USER := jobqueue-demo
 
-.PHONY: install bytecode demo test bench system-packages server-user test-packages clean
+.PHONY: install bytecode demo test test-fast lint bench build-packages system-packages server-user test-packages clean
 
-install: $(BIN) bytecode server-user
+install: $(BIN) bytecode system-packages server-user
 
 # Every time, not only with a new venv: after an edit, stale bytecode would be compiled from
 # source on each run where PYTHONDONTWRITEBYTECODE is set (start-up measured wrong by milliseconds).
@@ -22,16 +22,7 @@ bytecode: $(BIN)
 	$(PY) -m compileall -q jobqueue_demo >/dev/null
 
 # apt only when something is missing, so a warm `make install` touches nothing.
-system-packages:
-	@missing=""; \
-	pkg-config --exists libmariadb 2>/dev/null || pkg-config --exists mysqlclient 2>/dev/null || missing="$$missing libmariadb-dev pkg-config"; \
-	command -v gcc >/dev/null || missing="$$missing gcc"; \
-	python3 -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
-	[ -n "$(SERVER)" ] || missing="$$missing mariadb-server"; \
-	ls /usr/lib/galera*/libgalera_smm.so >/dev/null 2>&1 || ls /usr/lib64/galera*/libgalera_smm.so >/dev/null 2>&1 || missing="$$missing galera-4"; \
-	command -v mariadb-test >/dev/null || command -v mysqltest >/dev/null || missing="$$missing mariadb-test"; \
-	[ -n "$(PG_SERVER)" ] || missing="$$missing postgresql"; \
-	if [ -n "$$missing" ]; then \
+APT_INSTALL_MISSING = if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(APT_PACKAGES) $$missing >/dev/null; \
 	fi
@@ -40,7 +31,25 @@ system-packages:
 server-user:
 	@id -u $(SERVER_USER) >/dev/null 2>&1 || $(SUDO) $$(command -v useradd || echo /usr/sbin/useradd) --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin $(SERVER_USER)
 
-$(BIN): pyproject.toml | system-packages
+# What the venv needs (mysqlclient is built against libmariadb), and no server: all
+# `make test-fast` installs.
+build-packages:
+	@missing=""; \
+	pkg-config --exists libmariadb 2>/dev/null || pkg-config --exists mysqlclient 2>/dev/null || missing="$$missing libmariadb-dev pkg-config"; \
+	command -v gcc >/dev/null || missing="$$missing gcc"; \
+	python3 -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
+	$(APT_INSTALL_MISSING)
+
+# The servers: MariaDB with Galera and mariadb-test, and PostgreSQL.
+system-packages: build-packages
+	@missing=""; \
+	[ -n "$(SERVER)" ] || missing="$$missing mariadb-server"; \
+	ls /usr/lib/galera*/libgalera_smm.so >/dev/null 2>&1 || ls /usr/lib64/galera*/libgalera_smm.so >/dev/null 2>&1 || missing="$$missing galera-4"; \
+	command -v mariadb-test >/dev/null || command -v mysqltest >/dev/null || missing="$$missing mariadb-test"; \
+	[ -n "$(PG_SERVER)" ] || missing="$$missing postgresql"; \
+	$(APT_INSTALL_MISSING)
+
+$(BIN): pyproject.toml | build-packages
 	[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip >/dev/null
 	$(PY) -m pip install -q -e '.[test,postgres]'
@@ -55,9 +64,16 @@ test-packages:
 	@command -v tmux >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq tmux >/dev/null; }
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; } || echo "chromium not installed: the page screenshot test will skip"
 
-test: install test-packages
-	$(VENV)/bin/ruff check jobqueue_demo tests bench
+test: install test-packages lint
 	$(VENV)/bin/pytest -q -rs  # -rs: why a test skipped, e.g. a Galera cluster that cannot start here
+
+# The tests that need no server and start no process (tests/fast_subset.py): seconds, on a
+# machine without any database.
+test-fast: $(BIN) lint
+	$(VENV)/bin/pytest -q -m fast
+
+lint: $(BIN)
+	$(VENV)/bin/ruff check jobqueue_demo tests bench
 
 bench: install
 	$(PY) bench/bench_seed_vs_mysqltest.py

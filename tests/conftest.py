@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+import fast_subset
+
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL_DSN = os.environ.get("JOBQUEUE_DEMO_TEST_DSN", "mysql://root@127.0.0.1:3306/test")
 
@@ -221,3 +223,36 @@ def write_lesson(folder: Path, head: str) -> str:
     path = folder / "lesson.yaml"
     path.write_text(f"title: t\n{head}\nsteps:\n  - A: SELECT 1;\n")
     return str(path)
+
+
+
+# -- the fast subset (`pytest -m fast`, `make test-fast`; tests/fast_subset.py) -------------
+
+GUARDED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks added here
+def pytest_collection_modifyitems(items):
+    fast_subset.mark(items)
+
+
+def pytest_collection_finish(session):
+    # Only when no selected test needs a server: then no server fixture's own threads are
+    # running, and whatever reaches out comes from a fast test.
+    session.config.stash[GUARDED] = bool(session.items) and all(i.get_closest_marker("fast") for i in session.items)
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_stay_inside(request):
+    if not request.config.stash.get(GUARDED, False):
+        yield
+        return
+    with fast_subset.inside_only():
+        yield
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    result = yield  # a test that failed already said what it reached
+    fast_subset.fail_if_reached()
+    return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,21 @@ def _commands() -> list[str]:
 @pytest.mark.parametrize("command", _commands())
 def test_readme_shows_every_command(command):
     assert f"jobqueue-demo {command}" in README, f"README.md never shows 'jobqueue-demo {command}'"
+
+
+def make_dry_run(target: str) -> str:
+    """What `make TARGET` would run, run by none of it: a test must not run the suite inside it."""
+    done = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("target", sorted(set(re.findall(r"^make ([\w-]+)", README, re.MULTILINE))))
+def test_every_make_command_in_the_readme_is_a_target(target):
+    make_dry_run(target)
+
+
+def test_make_test_fast_installs_no_server_and_runs_the_fast_subset():
+    commands = make_dry_run("test-fast")
+    assert "ruff check jobqueue_demo tests bench" in commands and "pytest -q -m fast" in commands, commands
+    assert not {"mariadb-server", "galera-4", "mariadb-test", "postgresql", "tmux"} & set(re.findall(r"[\w-]+", commands)), commands

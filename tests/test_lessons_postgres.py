@@ -65,6 +65,7 @@ def test_a_lesson_for_mysql_alone_is_refused_on_postgresql_in_one_line():
     assert done.stdout == ""
 
 
+@pytest.mark.server  # run_cli starts both embedded servers
 def test_compare_sets_the_engines_side_by_side_in_80_columns():
     done = run_cli("compare", "gap-locks")
     assert done.exit_code == 0, done.stdout + done.stderr
@@ -78,6 +79,7 @@ def test_compare_sets_the_engines_side_by_side_in_80_columns():
     assert any(re.match(r"  step 4 \(line \d+\), P: waited vs not$", line) for line in lines)
 
 
+@pytest.mark.server  # run_cli starts both embedded servers
 def test_compare_as_json_names_each_difference():
     done = run_cli("compare", "deadlock", "--format", "json")
     assert done.exit_code == 0, done.stdout + done.stderr
@@ -100,6 +102,7 @@ def test_compare_needs_a_lesson_for_both_engines_and_two_servers_or_none():
     assert done.returncode == 2 and "give --dsn twice" in done.stderr
 
 
+@pytest.mark.server  # run_cli starts both embedded servers
 def test_export_puts_both_transcripts_and_both_stamps_on_the_page():
     done = run_cli("export", "nowait", "--engines", "mysql,postgresql", "--format", "json")
     assert done.exit_code == 0, done.stdout + done.stderr
@@ -116,6 +119,7 @@ def test_export_engines_refuses_an_engine_the_lesson_is_not_written_for():
     assert done.returncode == 2 and "written for mysql only, not postgresql" in done.stderr
 
 
+@pytest.mark.server  # run_cli starts both embedded servers
 def test_record_on_postgresql_writes_its_own_slot_and_stamp(tmp_path):
     """A shared expectation PostgreSQL does not meet is split by engine, the MariaDB one kept;
     one it meets is left as written; the MariaDB stamp stays."""
