@@ -118,6 +118,7 @@ def test_a_run_dir_the_server_user_cannot_enter_is_one_line_and_left_clean():
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.server  # builds the templates: starts servers through the engine's own code
 def test_the_cached_templates_stay_ours(tmp_path, monkeypatch):
     """The servers' user owns no file of a template every later run starts from."""
     from jobqueue_demo.engine import cluster, embedded, pg_server
