@@ -9,15 +9,17 @@ here directly, and values stay in the server's text form.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 
 from ..errors import FetchTimeout, ServerError
+from .caps import MAX_ROW_BYTES, ROW_TOO_BIG, Kept
 from .deadlines import INTERRUPT_GRACE_S, shutdown_socket, wait_readable
 from .pg_errors import CONNECTION_FAILURE, LOST_CONNECTION
 from .result import Result, SqlError
 from .server import ANSWER_TIMEOUT_S
-from .session import MAX_ROWS_KEPT, Session
+from .session import Session
 
 # DISCARD ALL, spelled out (PostgreSQL's manual gives it so): cursors, settings, prepared
 # statements, LISTENs, advisory locks, cached plans, temporary tables, sequence state.
@@ -83,13 +85,12 @@ def _error(pgconn, result=None) -> PgError:
 class _Outcome:
     """One statement's Result, built from its libpq results as they come: the first error, else
     the last result. In single-row mode a result set comes a row at a time (SINGLE_TUPLE), then
-    ends with an empty TUPLES_OK: MAX_ROWS_KEPT rows are kept, the rest counted."""
+    ends with an empty TUPLES_OK: kept, cut or counted as caps.py says."""
 
     def __init__(self, pgconn, started: float):
         self.pgconn = pgconn
         self.started = started
-        self.rows: list[tuple[str | None, ...]] = []
-        self.omitted = 0
+        self.kept = Kept(_text)
         self.result: Result | None = None
 
     def add(self, result) -> None:
@@ -111,19 +112,18 @@ class _Outcome:
 
     def _keep(self, result) -> None:
         for r in range(result.ntuples):
-            if len(self.rows) < MAX_ROWS_KEPT:
-                self.rows.append(tuple(_text(result.get_value(r, c)) for c in range(result.nfields)))
-            else:
-                self.omitted += 1
+            # A generator: a row only counted is never copied out of libpq.
+            self.kept.add(result.get_value(r, c) for c in range(result.nfields))
 
     def _rows(self, result) -> Result:
-        rows, omitted = tuple(self.rows), self.omitted
-        self.rows, self.omitted = [], 0  # the next statement of the query starts afresh
+        kept, self.kept = self.kept, Kept(_text)  # the next statement of the query starts afresh
         return Result(
             columns=tuple(result.fname(c).decode() for c in range(result.nfields)),
             numeric=tuple(result.ftype(c) in NUMERIC_OIDS for c in range(result.nfields)),
-            rows=rows,
-            omitted=omitted,
+            rows=tuple(kept.rows),
+            omitted=kept.omitted,
+            capped=kept.capped,
+            cut=kept.cut,
             elapsed_ms=self.elapsed_ms(),
         )
 
@@ -146,20 +146,42 @@ class Waitable:
         return self.pgconn.socket
 
 
+class RowTooBig(Exception):
+    """A row is arriving that is bigger than caps.MAX_ROW_BYTES."""
+
+
 def results(pgconn, timeout: float):
     """Each result of the statement sent, as it completes; FetchTimeout when the answer is not
-    complete within `timeout` (or the grace after Ctrl-C). A connection gone raises
-    psycopg.OperationalError."""
+    complete within `timeout` (or the grace after Ctrl-C), RowTooBig when more than
+    MAX_ROW_BYTES arrive with no row completed. A connection gone raises psycopg.OperationalError."""
     deadline = time.monotonic() + timeout
+    # libpq holds a row whole before it hands it over, and reads what the socket has: the bytes
+    # it took since the last row are counted as the socket had them waiting (a lower bound).
+    arrived = 0
     while True:
+        arrived += _waiting_bytes(pgconn.socket)
+        if arrived > MAX_ROW_BYTES:
+            raise RowTooBig(ROW_TOO_BIG)
         pgconn.consume_input()
         while not pgconn.is_busy():
             result = pgconn.get_result()
             if result is None:
                 return
+            arrived = 0
             if not _copy_ended(pgconn, result, deadline, timeout):
                 yield result
         _wait(pgconn, deadline, timeout)
+
+
+def _waiting_bytes(fd: int) -> int:
+    """What the socket holds unread (FIONREAD)."""
+    import fcntl
+    import termios
+
+    try:
+        return int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, bytes(4)), sys.byteorder)
+    except OSError:  # a socket already gone: consume_input says so
+        return 0
 
 
 def _wait(pgconn, deadline: float, timeout: float) -> None:
@@ -201,6 +223,11 @@ def collect(pgconn, started: float, timeout: float = float("inf")) -> Result:
             outcome.add(result)
     except psycopg.OperationalError:  # the connection is gone
         outcome.result = None
+    except RowTooBig as e:
+        # libpq cannot skip the rest of a row: only closing the connection frees what it holds.
+        shut(pgconn)
+        error = PgError(0, CONNECTION_FAILURE, f"{e}: the connection was dropped")
+        return Result(error=error, elapsed_ms=outcome.elapsed_ms())
     return outcome.result or Result(error=_error(pgconn), elapsed_ms=outcome.elapsed_ms())
 
 

@@ -35,6 +35,7 @@ MAX_SOCKET_TIMEOUT_S = 86400
 # A --step or --pace pause may be long, and a server's global wait_timeout short: the
 # server default (8 hours) for every connection, so an idle control connection is kept.
 SESSION_WAIT_TIMEOUT_S = 28800
+CLIENT_OPTIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "client.cnf")
 
 
 @dataclass
@@ -92,6 +93,8 @@ class ConnectParams:
             "multi_statements": multi_statements,
             # LOAD DATA LOCAL would let scenario SQL ask this client for any file it can read.
             "local_infile": 0,
+            # Its max_allowed_packet: a row a server sends can be far bigger than the server's own.
+            "read_default_file": CLIENT_OPTIONS,
         }
         if target.database is not None:
             options["database"] = target.database

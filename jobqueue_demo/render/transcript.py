@@ -60,7 +60,7 @@ def result_lines(session: str, sql: str, result: Result, rollback: str | None = 
     if result.error is not None:
         return [Line(str(result.error), session, RESULT), *_error_notes(session, result, rollback)]
     if result.is_rows:
-        table = format_table(result.columns, result.numeric, result.rows, result.omitted)
+        table = format_table(result.columns, result.numeric, result.rows, result.omitted, result.cut, result.capped)
         return [Line(t, session, RESULT) for t in table.split("\n")]
     return [Line(query_ok(sql, result), session, RESULT)]
 
