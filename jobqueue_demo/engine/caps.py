@@ -4,7 +4,7 @@ expectation or a lesson page has no use for more than a reader can look at.
 Both engines read a result a row at a time and hand each row to `Kept`: the first
 MAX_ROWS_KEPT rows are kept while they fit in MAX_RESULT_BYTES, each value cut to
 MAX_VALUE_BYTES; the rest are read (so the connection stays usable) and counted, not kept.
-A row bigger than MAX_ROW_BYTES is not read at all: the session's connection is dropped.
+A row too big to read is not read to its end: the session's connection is dropped.
 """
 
 from __future__ import annotations
@@ -12,9 +12,13 @@ from __future__ import annotations
 MAX_ROWS_KEPT = 1000
 MAX_VALUE_BYTES = 4 * 1024
 MAX_RESULT_BYTES = 2 * 1024 * 1024
-# What one row may take while it is read: the client library holds a row whole (MySQL's
-# max_allowed_packet, libpq's input buffer), so this bounds the memory a result takes.
+# What one row may take while it is read: the client library holds a row whole, so this
+# bounds the memory a result takes. MySQL's client library counts it (max_allowed_packet).
 MAX_ROW_BYTES = 16 * 1024 * 1024
+# libpq does not: what reading an answer may grow the process by. A row of MAX_ROW_BYTES
+# takes up to three times its size there (libpq's buffer, libpq's copy of the row, the value
+# handed over), and the rows kept up to MAX_RESULT_BYTES take some more.
+MAX_ANSWER_GROWTH = 4 * MAX_ROW_BYTES
 
 
 def size_text(n: int) -> str:
@@ -26,6 +30,7 @@ def size_text(n: int) -> str:
 
 
 ROW_TOO_BIG = f"a row of more than {size_text(MAX_ROW_BYTES)}, the most jobqueue-demo reads"
+ROW_TOO_BIG_TO_READ = f"a row too big to read: the answer took more than {size_text(MAX_ANSWER_GROWTH)} of memory, the most jobqueue-demo gives one"
 
 
 class Kept:

@@ -9,12 +9,12 @@ here directly, and values stay in the server's text form.
 
 from __future__ import annotations
 
-import sys
+import os
 import time
 from dataclasses import dataclass
 
 from ..errors import FetchTimeout, ServerError
-from .caps import MAX_ROW_BYTES, ROW_TOO_BIG, Kept
+from .caps import MAX_ANSWER_GROWTH, ROW_TOO_BIG_TO_READ, Kept
 from .deadlines import INTERRUPT_GRACE_S, shutdown_socket, wait_readable
 from .pg_errors import CONNECTION_FAILURE, LOST_CONNECTION
 from .result import Result, SqlError
@@ -146,41 +146,41 @@ class Waitable:
         return self.pgconn.socket
 
 
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
 class RowTooBig(Exception):
-    """A row is arriving that is bigger than caps.MAX_ROW_BYTES."""
+    """A row is arriving that is too big to read (caps.MAX_ANSWER_GROWTH)."""
 
 
 def results(pgconn, timeout: float):
     """Each result of the statement sent, as it completes; FetchTimeout when the answer is not
-    complete within `timeout` (or the grace after Ctrl-C), RowTooBig when more than
-    MAX_ROW_BYTES arrive with no row completed. A connection gone raises psycopg.OperationalError."""
+    complete within `timeout` (or the grace after Ctrl-C), RowTooBig when reading it grew the
+    process by more than MAX_ANSWER_GROWTH. A connection gone raises psycopg.OperationalError."""
     deadline = time.monotonic() + timeout
-    # libpq holds a row whole before it hands it over, and reads what the socket has: the bytes
-    # it took since the last row are counted as the socket had them waiting (a lower bound).
-    arrived = 0
+    # libpq holds a row whole before it hands it over and reads all the socket has, and says
+    # neither how big the row is nor how much it read: what it read is what the process grows
+    # by, looked at after each read and before libpq parses (and copies) a row.
+    base = _resident()
     while True:
-        arrived += _waiting_bytes(pgconn.socket)
-        if arrived > MAX_ROW_BYTES:
-            raise RowTooBig(ROW_TOO_BIG)
         pgconn.consume_input()
+        if _resident() - base > MAX_ANSWER_GROWTH:
+            raise RowTooBig(ROW_TOO_BIG_TO_READ)
         while not pgconn.is_busy():
             result = pgconn.get_result()
             if result is None:
                 return
-            arrived = 0
             if not _copy_ended(pgconn, result, deadline, timeout):
                 yield result
         _wait(pgconn, deadline, timeout)
 
 
-def _waiting_bytes(fd: int) -> int:
-    """What the socket holds unread (FIONREAD)."""
-    import fcntl
-    import termios
-
+def _resident() -> int:
+    """The process's resident memory, in bytes (Linux's /proc; elsewhere 0: not bounded)."""
     try:
-        return int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, bytes(4)), sys.byteorder)
-    except OSError:  # a socket already gone: consume_input says so
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * PAGE_BYTES
+    except OSError:
         return 0
 
 
