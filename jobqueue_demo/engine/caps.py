@@ -48,8 +48,13 @@ class Kept:
     def total(self) -> int:
         return len(self.rows) + self.omitted
 
+    @property
+    def full(self) -> bool:
+        """No later row will be kept: each is only counted (`omitted += 1`)."""
+        return bool(self.omitted) or len(self.rows) >= MAX_ROWS_KEPT
+
     def add(self, values) -> None:
-        if self.omitted or len(self.rows) >= MAX_ROWS_KEPT:
+        if self.full:
             self.omitted += 1
             return
         row = tuple(self._value(v) for v in values)
