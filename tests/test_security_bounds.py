@@ -174,3 +174,13 @@ def test_the_per_run_user_may_hold_only_a_bounded_number_of_connections(tmp_path
     done = cli("run", scenario(tmp_path, sql, engine=engine), env=server_env(engine, request))
     assert done.returncode == 0, done.stderr
     assert expected in done.stdout
+
+
+def test_a_cut_value_is_not_captured_as_if_it_were_whole(tmp_path, embedded):
+    path = tmp_path / "capture.yaml"
+    path.write_text("title: capture\nsessions: [A]\nsteps:\n"
+                    "  - A: SELECT REPEAT('x', 5000) AS v;\n    capture: v\n"
+                    "  - A: SELECT LENGTH(:v) AS n;\n")
+    done = cli("run", str(path), env=dsn_env(embedded))
+    assert "A> SELECT LENGTH(:v) AS n;" in done.stdout  # sent as written, for the server to refuse
+    assert "ERROR 1064 (42000)" in done.stdout
