@@ -160,19 +160,26 @@ def results(pgconn, timeout: float):
     deadline = time.monotonic() + timeout
     # libpq holds a row whole before it hands it over and reads all the socket has, and says
     # neither how big the row is nor how much it read: what it read is what the process grows
-    # by, looked at after each read and before libpq parses (and copies) a row.
+    # by, looked at after each read, before libpq parses (and copies) a row, and after.
     base = _resident()
     while True:
         pgconn.consume_input()
-        if _resident() - base > MAX_ANSWER_GROWTH:
-            raise RowTooBig(ROW_TOO_BIG_TO_READ)
-        while not pgconn.is_busy():
+        _bounded(base)
+        busy = pgconn.is_busy()
+        _bounded(base)  # libpq has copied the first row it parsed: before that row is handed over
+        while not busy:
             result = pgconn.get_result()
             if result is None:
                 return
             if not _copy_ended(pgconn, result, deadline, timeout):
                 yield result
+            busy = pgconn.is_busy()
         _wait(pgconn, deadline, timeout)
+
+
+def _bounded(base: int) -> None:
+    if _resident() - base > MAX_ANSWER_GROWTH:
+        raise RowTooBig(ROW_TOO_BIG_TO_READ)
 
 
 def _resident() -> int:
