@@ -28,6 +28,7 @@ PEAK_KIB = 200 * 1024
 
 
 def scenario(tmp_path, *statements: str, engine: str = "mysql") -> str:
+    """A scenario of session A's statements (each may go on with the step's own keys)."""
     path = tmp_path / "bounds.yaml"
     steps = "".join(f"  - A: {sql}\n" for sql in statements)
     path.write_text(f"title: bounds\nengines: [{engine}]\nsessions: [A]\nsteps:\n{steps}")
@@ -84,15 +85,12 @@ def test_a_long_value_is_cut_and_the_transcript_says_how_much_was_left_out(tmp_p
 
 
 def test_a_value_is_cut_between_characters_and_never_matches_an_expectation(tmp_path, embedded):
-    path = tmp_path / "cut.yaml"
     # 2100 two-byte characters: 4200 bytes, cut after the 2048th character.
-    path.write_text("title: cut\nsessions: [A]\nsteps:\n"
-                    "  - A: SELECT REPEAT('é', 2100) AS v;\n"
-                    "    expect: {columns: [v], rows: [[x]]}\n")
-    done = cli("verify", str(path), env=dsn_env(embedded))
+    path = scenario(tmp_path, "SELECT REPEAT('é', 2100) AS v;\n    expect: {columns: [v], rows: [[x]]}")
+    done = cli("verify", path, env=dsn_env(embedded))
     assert done.returncode == 1, done.stderr
     assert "columns [v], 1 rows (values too long to keep and compare)" in done.stdout
-    shown = cli("run", str(path), env=dsn_env(embedded)).stdout
+    shown = cli("run", path, env=dsn_env(embedded)).stdout
     assert "é" * 2048 + "… (104 bytes more)" in shown
 
 
@@ -177,10 +175,7 @@ def test_the_per_run_user_may_hold_only_a_bounded_number_of_connections(tmp_path
 
 
 def test_a_cut_value_is_not_captured_as_if_it_were_whole(tmp_path, embedded):
-    path = tmp_path / "capture.yaml"
-    path.write_text("title: capture\nsessions: [A]\nsteps:\n"
-                    "  - A: SELECT REPEAT('x', 5000) AS v;\n    capture: v\n"
-                    "  - A: SELECT LENGTH(:v) AS n;\n")
-    done = cli("run", str(path), env=dsn_env(embedded))
+    path = scenario(tmp_path, "SELECT REPEAT('x', 5000) AS v;\n    capture: v", "SELECT LENGTH(:v) AS n;")
+    done = cli("run", path, env=dsn_env(embedded))
     assert "A> SELECT LENGTH(:v) AS n;" in done.stdout  # sent as written, for the server to refuse
     assert "ERROR 1064 (42000)" in done.stdout
