@@ -80,6 +80,11 @@ class Kept:
     def _value(self, value) -> str | None:
         if value is None:
             return None
+        if isinstance(value, str) and value.isascii():  # no copy of a long text to count its bytes
+            if len(value) <= MAX_VALUE_BYTES:
+                return value
+            self.cut += 1
+            return value[:MAX_VALUE_BYTES] + CUT_MARK.format(len(value) - MAX_VALUE_BYTES)
         raw = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
         if len(raw) <= MAX_VALUE_BYTES:
             return self.text(raw)
