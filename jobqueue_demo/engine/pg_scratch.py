@@ -36,7 +36,7 @@ from .pg_control import literal, quote
 from .pg_errors import LOST_CONNECTION
 from .pg_server import APPLICATION
 from .pg_session import shut
-from .scratch import RUN_NAME, SHARED_USER_OPTION, new_name
+from .scratch import RUN_NAME, SHARED_USER_OPTION, USER_CONNECTIONS, new_name
 from .server import ANSWER_TIMEOUT_S
 
 
@@ -87,7 +87,9 @@ class PgScratchDatabase:
                 f"(scenario SQL then runs as {self.server.params.user})"
             )
         password = os.urandom(16).hex()
-        control.execute(self.admin, f"CREATE ROLE {quote(self.name)} LOGIN PASSWORD {literal(password)}")
+        control.execute(
+            self.admin, f"CREATE ROLE {quote(self.name)} LOGIN PASSWORD {literal(password)} CONNECTION LIMIT {USER_CONNECTIONS}"
+        )
         self._role = self.name
         # A DSN role that is not a superuser reaches the role's tables (explore's resets) as its member.
         if control.value(self.admin, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user") != "t":

@@ -9,15 +9,17 @@ here directly, and values stay in the server's text form.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
 from ..errors import FetchTimeout, ServerError
+from .caps import MAX_ANSWER_GROWTH, ROW_TOO_BIG_TO_READ, Kept
 from .deadlines import INTERRUPT_GRACE_S, shutdown_socket, wait_readable
 from .pg_errors import CONNECTION_FAILURE, LOST_CONNECTION
 from .result import Result, SqlError
 from .server import ANSWER_TIMEOUT_S
-from .session import MAX_ROWS_KEPT, Session
+from .session import Session
 
 # DISCARD ALL, spelled out (PostgreSQL's manual gives it so): cursors, settings, prepared
 # statements, LISTENs, advisory locks, cached plans, temporary tables, sequence state.
@@ -83,16 +85,15 @@ def _error(pgconn, result=None) -> PgError:
 class _Outcome:
     """One step's Result, built from its libpq results as they come: each statement's result in
     turn (psql shows them all), the first error ending the step. In single-row mode a result set
-    comes a row at a time (SINGLE_TUPLE), then ends with an empty TUPLES_OK: MAX_ROWS_KEPT rows
-    are kept, the rest counted. `notices` is the session's list that its notice handler fills;
-    each statement's result takes the notices that arrived before it, where psql prints them."""
+    comes a row at a time (SINGLE_TUPLE), then ends with an empty TUPLES_OK: kept, cut or counted
+    as caps.py says. `notices` is the session's list that its notice handler fills; each
+    statement's result takes the notices that arrived before it, where psql prints them."""
 
     def __init__(self, pgconn, started: float, notices: list[str] | None = None):
         self.pgconn = pgconn
         self.started = started
         self.notices = notices if notices is not None else []
-        self.rows: list[tuple[str | None, ...]] = []
-        self.omitted = 0
+        self.kept = Kept(_text)
         self.done: list[Result] = []
 
     @property
@@ -126,19 +127,18 @@ class _Outcome:
 
     def _keep(self, result) -> None:
         for r in range(result.ntuples):
-            if len(self.rows) < MAX_ROWS_KEPT:
-                self.rows.append(tuple(_text(result.get_value(r, c)) for c in range(result.nfields)))
-            else:
-                self.omitted += 1
+            # A generator: a row only counted is never copied out of libpq.
+            self.kept.add(result.get_value(r, c) for c in range(result.nfields))
 
     def _rows(self, result) -> Result:
-        rows, omitted = tuple(self.rows), self.omitted
-        self.rows, self.omitted = [], 0  # the next statement of the query starts afresh
+        kept, self.kept = self.kept, Kept(_text)  # the next statement of the query starts afresh
         return Result(
             columns=tuple(result.fname(c).decode() for c in range(result.nfields)),
             numeric=tuple(result.ftype(c) in NUMERIC_OIDS for c in range(result.nfields)),
-            rows=rows,
-            omitted=omitted,
+            rows=tuple(kept.rows),
+            omitted=kept.omitted,
+            capped=kept.capped,
+            cut=kept.cut,
         )
 
     def outcome(self) -> Result | None:
@@ -168,20 +168,49 @@ class Waitable:
         return self.pgconn.socket
 
 
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+class RowTooBig(Exception):
+    """A row is arriving that is too big to read (caps.MAX_ANSWER_GROWTH)."""
+
+
 def results(pgconn, timeout: float):
     """Each result of the statement sent, as it completes; FetchTimeout when the answer is not
-    complete within `timeout` (or the grace after Ctrl-C). A connection gone raises
-    psycopg.OperationalError."""
+    complete within `timeout` (or the grace after Ctrl-C), RowTooBig when reading it grew the
+    process by more than MAX_ANSWER_GROWTH. A connection gone raises psycopg.OperationalError."""
     deadline = time.monotonic() + timeout
+    # libpq holds a row whole before it hands it over and reads all the socket has, and says
+    # neither how big the row is nor how much it read: what it read is what the process grows
+    # by, looked at after each read, before libpq parses (and copies) a row, and after.
+    base = _resident()
     while True:
         pgconn.consume_input()
-        while not pgconn.is_busy():
+        _bounded(base)
+        busy = pgconn.is_busy()
+        _bounded(base)  # libpq has copied the first row it parsed: before that row is handed over
+        while not busy:
             result = pgconn.get_result()
             if result is None:
                 return
             if not _copy_ended(pgconn, result, deadline, timeout):
                 yield result
+            busy = pgconn.is_busy()
         _wait(pgconn, deadline, timeout)
+
+
+def _bounded(base: int) -> None:
+    if _resident() - base > MAX_ANSWER_GROWTH:
+        raise RowTooBig(ROW_TOO_BIG_TO_READ)
+
+
+def _resident() -> int:
+    """The process's resident memory, in bytes (Linux's /proc; elsewhere 0: not bounded)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * PAGE_BYTES
+    except OSError:
+        return 0
 
 
 def _wait(pgconn, deadline: float, timeout: float) -> None:
@@ -224,6 +253,11 @@ def collect(pgconn, started: float, timeout: float = float("inf"), notices: list
             outcome.add(result)
     except psycopg.OperationalError:  # the connection is gone
         return Result(error=_error(pgconn), elapsed_ms=outcome.elapsed_ms())
+    except RowTooBig as e:
+        # libpq cannot skip the rest of a row: only closing the connection frees what it holds.
+        shut(pgconn)
+        error = PgError(0, CONNECTION_FAILURE, f"{e}: the connection was dropped")
+        return Result(error=error, elapsed_ms=outcome.elapsed_ms())
     return outcome.outcome() or Result(error=_error(pgconn), elapsed_ms=outcome.elapsed_ms())
 
 

@@ -49,8 +49,11 @@ class Result:
     columns: tuple[str, ...] | None = None
     numeric: tuple[bool, ...] = ()
     rows: tuple[tuple[str | None, ...], ...] = ()
-    # Rows the server sent beyond the ones kept (session.MAX_ROWS_KEPT), counted, not stored.
+    # Rows the server sent beyond the ones kept (caps.py), counted, not stored; `capped`: the
+    # kept ones reached caps.MAX_RESULT_BYTES; `cut`: values cut to caps.MAX_VALUE_BYTES.
     omitted: int = 0
+    capped: bool = False
+    cut: int = 0
     affected: int | None = None
     error: SqlError | None = None
     warnings: int = 0
@@ -70,3 +73,8 @@ class Result:
     @property
     def is_rows(self) -> bool:
         return self.columns is not None
+
+    @property
+    def whole(self) -> bool:
+        """Every row and every value as the server sent it: nothing left out or cut."""
+        return not (self.omitted or self.cut)

@@ -34,6 +34,11 @@ NAME_HEX = 16
 RUN_NAME = re.compile(rf"^{PREFIX}[0-9a-f]{{{NAME_HEX}}}$")
 SNAPSHOT_SUFFIX = "_s"
 DROP_LOCK_WAIT_S = 3
+# The per-run user's connections at once, so that no scenario can take a shared server's: its
+# sessions (scenario/loader.py's MAX_SESSIONS, 16), the setup's connection, and as many again
+# for connections the server has not yet seen closed (explore's restarts, a dropped socket
+# whose statement still waits for a lock).
+USER_CONNECTIONS = 34
 SHARED_USER_OPTION = "--allow-shared-user"
 
 
@@ -99,7 +104,7 @@ class ScratchDatabase:
         password = os.urandom(16).hex()  # what secrets.token_hex does; secrets costs 4 ms of start-up
         account = f"{literal(self.name)}@{literal(host)}"
         try:
-            self.execute(f"CREATE USER {account} IDENTIFIED BY {literal(password)}")
+            self.execute(f"CREATE USER {account} IDENTIFIED BY {literal(password)} WITH MAX_USER_CONNECTIONS {USER_CONNECTIONS}")
             self._user = account
             self.execute(f"GRANT ALL PRIVILEGES ON {grant_pattern(self.name)}.* TO {account}")
         except control.ControlError as e:

@@ -43,6 +43,7 @@ SESSION_INIT = (
     f"SET SESSION wait_timeout = {SESSION_WAIT_TIMEOUT_S}, "
     "sql_mode = CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'NO_DIR_IN_CREATE')"
 )
+CLIENT_OPTIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "client.cnf")
 
 
 @dataclass
@@ -100,6 +101,8 @@ class ConnectParams:
             "multi_statements": multi_statements,
             # LOAD DATA LOCAL would let scenario SQL ask this client for any file it can read.
             "local_infile": 0,
+            # Its max_allowed_packet: a row a server sends can be far bigger than the server's own.
+            "read_default_file": CLIENT_OPTIONS,
         }
         if target.database is not None:
             options["database"] = target.database

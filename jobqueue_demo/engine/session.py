@@ -13,20 +13,17 @@ from dataclasses import dataclass, field
 
 from . import mysql_errors
 from ..errors import FetchTimeout, ServerError
+from .caps import ROW_TOO_BIG, Kept
 from .result import Result, SqlError
 
 NUM_FLAG = 32768
-# A transcript or an expectation has no use for more rows than a reader can look at; the
-# rest are read from the server (so the connection stays usable) and counted, not kept.
-MAX_ROWS_KEPT = 1000
-FETCH_CHUNK = 1000
 
 
 def result_from_connection(conn, started: float, fetch_timeout: float = float("inf")) -> Result:
     """Read the outcome of the statement just sent; server errors become part of the Result.
 
-    Rows are streamed: memory stays bounded whatever the result's size, and reading them
-    stops after `fetch_timeout` seconds (FetchTimeout).
+    Rows are streamed a row at a time and kept as caps.py says: memory stays bounded whatever
+    the result's size, and reading them stops after `fetch_timeout` seconds (FetchTimeout).
     """
     import MySQLdb
 
@@ -43,14 +40,20 @@ def result_from_connection(conn, started: float, fetch_timeout: float = float("i
     described = streamed.describe()
     flags = streamed.field_flags()
     try:
-        rows, total = _fetch(streamed, fetch_timeout)
+        kept = _fetch(streamed, fetch_timeout)
     except MySQLdb.Error as e:
-        return Result(error=_sql_error(conn, e), elapsed_ms=_ms_since(started))
+        error = _sql_error(conn, e)
+        if error.errno in mysql_errors.LOST_CONNECTION:
+            # The client library ends the connection on a row over its max_allowed_packet too.
+            error.message += f" (or {ROW_TOO_BIG})"
+        return Result(error=error, elapsed_ms=_ms_since(started))
     return Result(
         columns=tuple(d[0] for d in described),
         numeric=tuple(bool(f & NUM_FLAG) for f in flags),
-        rows=rows,
-        omitted=total - len(rows),
+        rows=tuple(kept.rows),
+        omitted=kept.omitted,
+        capped=kept.capped,
+        cut=kept.cut,
         # Known only once the last row is read: it comes with the result's end.
         warnings=conn.warning_count(),
         elapsed_ms=_ms_since(started),
@@ -73,19 +76,28 @@ def answer(conn, sql: str) -> Result:
     return result
 
 
-def _fetch(streamed, timeout: float) -> tuple[tuple, int]:
+def _fetch(streamed, timeout: float) -> Kept:
+    """A row at a time: a chunk of rows would be as big as its rows together, and the clock
+    is looked at after every row, so a slow stream of rows cannot outlast the step timeout."""
     deadline = time.perf_counter() + timeout
-    kept: list[tuple[str | None, ...]] = []
-    total = 0
-    while True:
-        chunk = streamed.fetch_row(FETCH_CHUNK)
-        if not chunk:
-            return tuple(kept), total
-        total += len(chunk)
-        room = MAX_ROWS_KEPT - len(kept)
-        kept += [tuple(_text(v) for v in row) for row in chunk[:room]]
-        if time.perf_counter() > deadline:
-            raise FetchTimeout(f"step timeout: the result was still arriving after {timeout:g} s ({total} rows read)")
+    kept = Kept(_text)
+    fetch, clock = streamed.fetch_row, time.perf_counter
+    while not kept.full:
+        row = fetch(1)
+        if not row:
+            return kept
+        kept.add(row[0])
+        if clock() > deadline:
+            _timed_out(timeout, kept)
+    while fetch(1):  # the rest only counted: the loop a million-row result spends its time in
+        kept.omitted += 1
+        if clock() > deadline:
+            _timed_out(timeout, kept)
+    return kept
+
+
+def _timed_out(timeout: float, kept: Kept):
+    raise FetchTimeout(f"step timeout: the result was still arriving after {timeout:g} s ({kept.total} rows read)")
 
 
 def _sql_error(conn, exc) -> SqlError:

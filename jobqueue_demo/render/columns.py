@@ -12,6 +12,7 @@ the view falls back to the transcript, saying why in one line.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ..run import events as ev
 from .color import console, session_colours
@@ -34,6 +35,9 @@ from .transcript import (
     wait_phrase,
 )
 from .wrap import cells, expanded, fold, reflow, wrap
+
+if TYPE_CHECKING:
+    from ..engine.result import Result
 
 WAIT, ERROR, MARK, HEAD, FRAME, TABLE = "wait", "error", "mark", "head", "frame", "table"
 # The narrowest column that holds a prompt and a statement keyword ("relay> SELECT id,").
@@ -180,7 +184,7 @@ def completed_lines(event: ev.Completed, width: int) -> list[Line]:
     for each in (*result.earlier, result):
         head += notice_lines(event.session, each)
         if each.is_rows and each.error is None:
-            head += rows_lines(event.session, each.columns, each.numeric, each.rows, width, each.omitted)
+            head += rows_lines(event.session, each.columns, each.numeric, each.rows, width, each)
         else:
             head += one_result(event.session, event.sql, each)
     return head + error_notes(event.session, result, event.rollback) + deadlock_lines(event)
@@ -191,11 +195,14 @@ def cell_width(sessions: int, width: int, glyphs: Glyphs) -> int:
     return max(2, (width - len(glyphs.sep) * (sessions - 1)) // sessions)
 
 
-def rows_lines(session: str | None, columns, numeric, rows, width: int, omitted: int = 0) -> list[Line]:
-    """psql's aligned table where it fits the column, else its expanded form (\\x)."""
-    table = format_table(columns, numeric, rows, omitted).split("\n")
+def rows_lines(session: str | None, columns, numeric, rows, width: int, result: Result | None = None) -> list[Line]:
+    """psql's aligned table where it fits the column, else its expanded form (\\x); `result`
+    (a statement's) says what of it was not kept."""
+    cuts = (result.omitted, result.cut, result.capped) if result else ()
+    table = format_table(columns, numeric, rows, *cuts).split("\n")
     if max(cells(line) for line in table) > width:
-        table = expanded(columns, rows, width)
+        # \\x has no footer, but what was not kept must still be said.
+        table = expanded(columns, rows, width) + ([table[-1]] if result and not result.whole else [])
     return [Line(text, session, TABLE) for text in table]
 
 

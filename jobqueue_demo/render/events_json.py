@@ -19,6 +19,7 @@ import datetime
 import json
 
 from ..run import events as ev
+from ..engine.caps import MAX_RESULT_BYTES, MAX_VALUE_BYTES
 from ..engine.result import Result
 
 
@@ -43,6 +44,12 @@ def _one_record(result: Result) -> dict:
             out = {"columns": list(result.columns), "rows": [list(r) for r in result.rows], **out}
             if result.omitted:
                 out["rows_not_shown"] = result.omitted
+            if result.capped:
+                out["rows_not_shown_past_bytes"] = MAX_RESULT_BYTES
+            if result.cut:
+                # Each cut value ends with "… (N bytes more)".
+                out["values_cut"] = result.cut
+                out["values_cut_to_bytes"] = MAX_VALUE_BYTES
         # PostgreSQL's command tag: `ROLLBACK` says a COMMIT did not commit.
         if result.tag is not None:
             out["tag"] = result.tag

@@ -99,12 +99,15 @@ def format_table(
     numeric: Sequence[bool],
     rows: Sequence[Sequence[str | None]],
     omitted: int = 0,
+    cut: int = 0,
+    capped: bool = False,
 ) -> str:
     """Render a result set exactly as psql's default aligned output.
 
     ``numeric[i]`` right-aligns column ``i`` (missing entries mean text); a
     ``None`` value is SQL NULL. ``omitted`` rows the server sent but were not
-    kept are counted in the footer: ``(N rows, M not shown)``.
+    kept are counted in the footer: ``(N rows, M not shown)``, ``past 2 MiB`` when the
+    result's byte cap left them out (``capped``), and the ``cut`` values too (engine/caps.py).
     The footer line ends the text; no newline follows it.
     """
     ncols = len(columns)
@@ -173,6 +176,18 @@ def format_table(
                     line.append("|")
             out.append("".join(line))
 
-    n = len(rows) + omitted
-    out.append(f"({n} row)" if n == 1 else f"({n} rows)" if not omitted else f"({n} rows, {omitted} not shown)")
+    out.append(footer(len(rows), omitted, cut, capped))
     return "\n".join(out)
+
+
+def footer(kept: int, omitted: int = 0, cut: int = 0, capped: bool = False) -> str:
+    """psql's `(N rows)`, and what of them is not shown: rows left out, values cut."""
+    from ..engine.caps import MAX_RESULT_BYTES, MAX_VALUE_BYTES, size_text
+
+    n = kept + omitted
+    parts = [f"{n} row" if n == 1 else f"{n} rows"]
+    if omitted:
+        parts.append(f"{omitted} not shown" + (f" past {size_text(MAX_RESULT_BYTES)}" if capped else ""))
+    if cut:
+        parts.append(f"{cut} value{'' if cut == 1 else 's'} cut to {size_text(MAX_VALUE_BYTES)}")
+    return f"({', '.join(parts)})"

@@ -82,7 +82,7 @@ def one_result(session: str, sql: str, result: Result) -> list[Line]:
     if result.error is not None:
         return [Line(str(result.error), session, RESULT)]
     if result.is_rows:
-        table = format_table(result.columns, result.numeric, result.rows, result.omitted)
+        table = format_table(result.columns, result.numeric, result.rows, result.omitted, result.cut, result.capped)
         return [Line(t, session, RESULT) for t in table.split("\n")]
     return [Line(query_ok(sql, result), session, RESULT)]
 

@@ -2,14 +2,15 @@
 
 A statement with `capture: name` keeps the first column of its first row; a later statement
 of the same session writes `:name` and is sent with the value as an SQL literal. The loader
-has checked every reference; one whose statement failed has no value and is sent as written,
-for the server to refuse.
+has checked every reference; one whose statement failed, or whose value was cut (engine/caps.py:
+the literal would not be the value), has no value and is sent as written, for the server to refuse.
 """
 
 from __future__ import annotations
 
 import re
 
+from ..engine.caps import was_cut
 from ..engine.result import Result
 from ..engine.scratch import literal
 from ..scenario.model import CAPTURE_REF, Statement
@@ -24,7 +25,9 @@ class Captures:
         self.values = {name: {} for name in self.sessions}
 
     def keep(self, step: Statement, result: Result) -> None:
-        if step.capture and result.rows:
+        if step.capture and result.rows and was_cut(result, result.rows[0][0]):
+            self.values[step.session].pop(step.capture, None)
+        elif step.capture and result.rows:
             self.values[step.session][step.capture] = result.rows[0][0]
         elif step.capture and result.error is None:
             self.values[step.session][step.capture] = None

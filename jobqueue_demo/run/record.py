@@ -51,10 +51,10 @@ def expectation_text(
     elif result.is_rows:
         fields.append(f"columns: {_flow(result.columns)}")
         # A result too long to keep whole is recorded by its columns only.
-        if result.rows and not result.omitted:
+        if result.rows and result.whole:
             rows = [_flow(r) for r in result.rows]
             fields.append(f"rows: [{', '.join(rows)}]" if flow else "rows:\n" + "\n".join(f"{pad}  - {r}" for r in rows))
-        elif not result.omitted:
+        elif result.whole:
             fields.append("rows: []")
     elif result.affected:
         fields.append(f"affected: {result.affected}")

@@ -109,7 +109,7 @@ def _compare(expect: Expectation, outcome: Outcome) -> tuple[str, str] | None:
         return (describe_expectation(expect), describe_result(result))
     if expect.columns is not None and tuple(expect.columns) != result.columns:
         return (f"columns {flow(expect.columns)}", f"columns {flow(result.columns)}")
-    if expect.rows is not None and (tuple(expect.rows) != result.rows or result.omitted):
+    if expect.rows is not None and (tuple(expect.rows) != result.rows or not result.whole):
         return (describe_expectation(expect), describe_result(result))
     if expect.affected is not None and expect.affected != result.affected:
         return (describe_expectation(expect), describe_result(result))
@@ -148,6 +148,8 @@ def describe_result(result: Result) -> str:
         if result.omitted:
             total = len(result.rows) + result.omitted
             return f"columns {flow(result.columns)}, {total} rows (too many to keep and compare)"
+        if result.cut:
+            return f"columns {flow(result.columns)}, {len(result.rows)} rows (values too long to keep and compare)"
         return f"columns {flow(result.columns)}, {_rows(result.rows)}"
     if result.tag == "ROLLBACK":  # PostgreSQL's answer to the COMMIT of a failed transaction
         return "ROLLBACK (the transaction had failed: nothing was committed)"

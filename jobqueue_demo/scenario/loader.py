@@ -40,6 +40,9 @@ SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 24
 SESSION_NAME_MAX = 32
+# Each session is a connection to the server, which may be shared: engine/scratch.py's
+# USER_CONNECTIONS bounds the per-run user's connections from it.
+MAX_SESSIONS = 16
 TOP_KEYS = {
     "title", "summary", "description", "setup", "sessions", "steps", "why", "verified", "invariants", "explore", "engines", "cluster",
 }
@@ -360,6 +363,10 @@ class _Builder:
             specs = [self.session_spec(k, v) for k, v in self.mapping(node, "sessions").values()]
         if not specs:
             self.fail(node, "sessions: name at least one session, e.g. [A, B]")
+        if len(specs) > MAX_SESSIONS:
+            extra = node.value[MAX_SESSIONS]
+            self.fail(extra if isinstance(node, yaml.SequenceNode) else extra[0],
+                      f"sessions: {len(specs)} of them, at most {MAX_SESSIONS} (each is a connection to the server)")
         seen = set()
         for spec, n in zip(specs, node.value):
             if spec.name in seen:

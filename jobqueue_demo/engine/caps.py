@@ -1,0 +1,104 @@
+"""How much of a result the tool keeps: scenario SQL is anyone's, and a transcript, an
+expectation or a lesson page has no use for more than a reader can look at.
+
+Both engines read a result a row at a time and hand each row to `Kept`: the first
+MAX_ROWS_KEPT rows are kept while they fit in MAX_RESULT_BYTES, each value cut to
+MAX_VALUE_BYTES; the rest are read (so the connection stays usable) and counted, not kept.
+A row too big to read is not read to its end: the session's connection is dropped.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_ROWS_KEPT = 1000
+MAX_VALUE_BYTES = 4 * 1024
+MAX_RESULT_BYTES = 2 * 1024 * 1024
+# What one row may take while it is read: the client library holds a row whole, so this
+# bounds the memory a result takes. MySQL's client library counts it (max_allowed_packet).
+MAX_ROW_BYTES = 16 * 1024 * 1024
+# libpq does not: what reading an answer may grow the process by. A row of MAX_ROW_BYTES
+# takes up to three times its size there (libpq's buffer, libpq's copy of the row, the value
+# handed over), and the rows kept up to MAX_RESULT_BYTES take some more.
+MAX_ANSWER_GROWTH = 4 * MAX_ROW_BYTES
+
+
+def size_text(n: int) -> str:
+    """4 KiB, 2 MiB: how the caps are named in transcripts and messages."""
+    for unit, scale in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} bytes"
+
+
+# How a cut value ends: its first MAX_VALUE_BYTES, then this.
+CUT_MARK = "… ({} bytes more)"
+CUT = re.compile(r"… \((\d+) bytes more\)\Z")
+
+ROW_TOO_BIG = f"a row of more than {size_text(MAX_ROW_BYTES)}, the most jobqueue-demo reads"
+ROW_TOO_BIG_TO_READ = f"a row too big to read: the answer took more than {size_text(MAX_ANSWER_GROWTH)} of memory, the most jobqueue-demo gives one"
+
+
+def was_cut(result, value: str | None) -> bool:
+    """Whether `value`, one of `result`'s, is only the start of what the server sent."""
+    return bool(result.cut) and value is not None and CUT.search(value) is not None
+
+
+class Kept:
+    """One result set's rows as they arrive: kept, cut or counted."""
+
+    def __init__(self, text):
+        self.text = text  # the engine's bytes -> text (None for NULL)
+        self.rows: list[tuple[str | None, ...]] = []
+        self.bytes = 0
+        self.omitted = 0
+        self.cut = 0
+        self.capped = False
+
+    @property
+    def total(self) -> int:
+        return len(self.rows) + self.omitted
+
+    @property
+    def full(self) -> bool:
+        """No later row will be kept: each is only counted (`omitted += 1`)."""
+        return bool(self.omitted) or len(self.rows) >= MAX_ROWS_KEPT
+
+    def add(self, values) -> None:
+        if self.full:
+            self.omitted += 1
+            return
+        row = tuple(self._value(v) for v in values)
+        size = sum(len(v) for v in row if v is not None)
+        if self.bytes + size > MAX_RESULT_BYTES:
+            self.omitted += 1
+            self.capped = True
+            return
+        self.rows.append(row)
+        self.bytes += size
+
+    def _value(self, value) -> str | None:
+        if value is None:
+            return None
+        if isinstance(value, str) and value.isascii():  # no copy of a long text to count its bytes
+            if len(value) <= MAX_VALUE_BYTES:
+                return value
+            self.cut += 1
+            return value[:MAX_VALUE_BYTES] + CUT_MARK.format(len(value) - MAX_VALUE_BYTES)
+        raw = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+        if len(raw) <= MAX_VALUE_BYTES:
+            return self.text(raw)
+        self.cut += 1
+        head = _whole_characters(raw[:MAX_VALUE_BYTES])
+        return self.text(head) + CUT_MARK.format(len(raw) - len(head))
+
+
+def _whole_characters(head: bytes) -> bytes:
+    """`head` without a UTF-8 character the cut split in two (at most 3 bytes of it)."""
+    for end in range(len(head), len(head) - 4, -1):
+        try:
+            head[:end].decode("utf-8")
+            return head[:end]
+        except UnicodeDecodeError:
+            continue
+    return head  # not UTF-8 at all: the engine shows it its own way (MySQL: hex)
