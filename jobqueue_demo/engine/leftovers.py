@@ -24,7 +24,7 @@ from . import control
 from .owner import MARKER, claim_if_dead
 from .scratch import DROP_LOCK_WAIT_S, PREFIX, RUN_NAME, SNAPSHOT_SUFFIX, drop_bounded, literal
 
-OLD_NAME = re.compile(rf"^{PREFIX}[0-9a-f]{{10}}({SNAPSHOT_SUFFIX})?$")
+OLD_NAME = re.compile(rf"{PREFIX}[0-9a-f]{{10}}({SNAPSHOT_SUFFIX})?")
 DIR_PATTERNS = ("jobqueue-demo-*", "pymp-*")
 
 
@@ -60,7 +60,7 @@ class Sweep:
 def run_name(database: str) -> str | None:
     """The run a database belongs to, when it is of the swept pattern."""
     base = database.removesuffix(SNAPSHOT_SUFFIX)
-    return base if RUN_NAME.match(base) else None
+    return base if RUN_NAME.fullmatch(base) else None
 
 
 def sweep_server(conn, dry_run: bool = False) -> Sweep:
@@ -73,7 +73,7 @@ def sweep_server(conn, dry_run: bool = False) -> Sweep:
         run = run_name(name)
         if run is not None:
             runs.setdefault(run, []).append(("database", name))
-        elif OLD_NAME.match(name):
+        elif OLD_NAME.fullmatch(name):
             out.found.append(Found("old database", name, KEPT, "older jobqueue-demo, no named lock: not swept"))
     for user, host in users:
         runs.setdefault(user, []).append(("user", f"{literal(user)}@{literal(host)}"))
@@ -92,7 +92,7 @@ def _users(conn) -> list[tuple[str, str]]:
             return []  # a user that cannot read the accounts made none either
         raise
     pairs = [(control.text(u), control.text(h)) for u, h in found]
-    return [(u, h) for u, h in pairs if RUN_NAME.match(u)]
+    return [(u, h) for u, h in pairs if RUN_NAME.fullmatch(u)]
 
 
 def _sweep_run(conn, run: str, items: list[tuple[str, str]], dry_run: bool, out: Sweep) -> None:

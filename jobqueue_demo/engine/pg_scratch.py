@@ -175,7 +175,7 @@ def sweep_leftovers(conn, dry_run: bool = False) -> list[tuple[str, str, bool]]:
     # Exactly the names a run makes here: its database and its role share the run's name, and
     # nothing else is ours (`jqd_<16 hex>_anything` is somebody's database that looks alike).
     for kind, name in [("database", d) for d in databases] + [("user", r) for r in roles]:
-        if RUN_NAME.match(name):
+        if RUN_NAME.fullmatch(name):
             runs.setdefault(name, []).append((kind, name))
     found = []
     for run, items in sorted(runs.items()):
