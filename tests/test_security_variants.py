@@ -6,6 +6,8 @@ from __future__ import annotations
 import secrets
 from contextlib import closing
 
+from conftest import cli, dsn_of
+
 # -- the sweep drops only exact run names ----------------------------------------------------
 
 
@@ -39,3 +41,29 @@ def test_mysql_sweep_keeps_a_user_named_like_a_run_and_a_newline(server):
             assert account not in [f.name for f in found], "the sweep would drop somebody's user"
         finally:
             execute(admin, f"DROP USER IF EXISTS {account}")
+
+
+# -- explore rebuilds when the scenario's SQL may change the schema --------------------------
+
+
+def test_an_invariant_that_changes_the_schema_makes_explore_rebuild(embedded, tmp_path):
+    """Invariants run between schedules, several statements a query: one that makes a trigger
+    would have it fire inside the next restore, as a step's would."""
+    path = tmp_path / "invariant.yaml"
+    path.write_text("""title: an invariant that arms a trigger
+setup: |
+  CREATE TABLE jobs (id INT PRIMARY KEY);
+  CREATE TABLE hits (n INT);
+  INSERT INTO jobs VALUES (1), (2);
+sessions: [A, B]
+steps:
+  - A: UPDATE jobs SET id = id + 10 WHERE id = 1;
+  - B: UPDATE jobs SET id = id + 20 WHERE id = 2;
+invariants:
+  - name: arms a trigger
+    sql: CREATE TRIGGER IF NOT EXISTS armed AFTER INSERT ON jobs FOR EACH ROW INSERT INTO hits VALUES (1); SELECT 1
+    expect: [[1]]
+""")
+    done = cli("explore", str(path), "--dsn", dsn_of(embedded), timeout=60)
+    reset = next(line for line in done.stdout.splitlines() if line.startswith("reset:"))
+    assert "rebuilt" in reset, reset
