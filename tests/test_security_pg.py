@@ -145,6 +145,8 @@ def test_the_control_connection_resolves_only_catalog_names(pg):
         from jobqueue_demo.engine.pg_control import rows
 
         assert scratch.rows("SHOW search_path") == rows(scratch.admin, "SHOW search_path") == (("",),)
+        # A policy of the scenario's is an error there, never run as the DSN's role.
+        assert scratch.rows("SHOW row_security") == (("off",),)
     finally:
         scratch.close()
 

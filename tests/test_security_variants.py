@@ -6,6 +6,8 @@ from __future__ import annotations
 import secrets
 from contextlib import closing
 
+import pytest
+
 from conftest import cli, dsn_of
 
 # -- the sweep drops only exact run names ----------------------------------------------------
@@ -67,3 +69,72 @@ invariants:
     done = cli("explore", str(path), "--dsn", dsn_of(embedded), timeout=60)
     reset = next(line for line in done.stdout.splitlines() if line.startswith("reset:"))
     assert "rebuilt" in reset, reset
+
+
+# -- PostgreSQL: a DSN role that is not a superuser -----------------------------------------
+
+
+@pytest.fixture
+def creatrole_dsn(pg_local):
+    """A DSN whose role may create roles and databases but is no superuser: it becomes a
+    member of each run's role, so it owns the scenario's tables as far as PostgreSQL cares."""
+    from jobqueue_demo.engine.pg_control import execute, quote
+
+    name = f"jqdtest_{secrets.token_hex(8)}"  # no run's name: no sweep takes it
+    with closing(pg_local.params.connect()) as admin:
+        execute(admin, f"CREATE ROLE {quote(name)} LOGIN CREATEDB CREATEROLE")
+        try:
+            yield f"postgresql://{name}@127.0.0.1:5432/postgres"
+        finally:
+            execute(admin, f"DROP ROLE {quote(name)}")
+
+
+POLICY_SETUP = """title: a policy on the jobs
+engines: [postgresql]
+setup: |
+{functions}  CREATE TABLE jobs (id INT PRIMARY KEY);
+  INSERT INTO jobs VALUES (1), (2);
+  ALTER TABLE jobs ENABLE ROW LEVEL SECURITY;
+  ALTER TABLE jobs FORCE ROW LEVEL SECURITY;
+  CREATE POLICY everyone ON jobs USING ({policy});
+sessions: [A, B]
+steps:
+  - A: UPDATE jobs SET id = id + 10 WHERE id = 1;
+  - B: UPDATE jobs SET id = id + 20 WHERE id = 2;
+"""
+# In setup's connection's temporary schema, which lives as long as the run: no survey of
+# `public` sees it. Creates a role when its caller may; the per-run role may not.
+TEMP_CANARY = """  CREATE OR REPLACE FUNCTION pg_temp.canary() RETURNS boolean LANGUAGE plpgsql AS $f$
+  BEGIN
+    EXECUTE 'CREATE ROLE {canary}';
+    RETURN true;
+  EXCEPTION WHEN insufficient_privilege OR duplicate_object THEN
+    RETURN true;
+  END $f$;
+"""
+
+
+def test_a_policy_never_runs_as_a_dsn_role_that_is_no_superuser(pg_local, creatrole_dsn, tmp_path):
+    """Explore's copy of the tables reads them as the DSN's role, where a policy runs as its
+    reader: here one calling a temporary function that makes a role."""
+    from test_security_pg import drop_role, role_exists
+
+    canary = f"canary_pgconfine_{secrets.token_hex(6)}"
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY_SETUP.format(functions=TEMP_CANARY.format(canary=canary), policy="pg_temp.canary()"))
+    try:
+        done = cli("explore", str(path), "--dsn", creatrole_dsn, timeout=60)
+        assert done.returncode in (0, 1), done.stderr
+        assert not role_exists(pg_local, canary), "scenario code ran as the DSN's role"
+    finally:
+        drop_role(pg_local, canary)
+
+
+def test_a_policy_makes_explore_rebuild(creatrole_dsn, tmp_path):
+    """A policy of built-in functions only: it filtered the DSN role's copy (none of the rows
+    the per-run role sees), so a restore emptied the table."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY_SETUP.format(functions="", policy="current_user::text NOT LIKE 'jqdtest%'"))
+    done = cli("explore", str(path), "--dsn", creatrole_dsn, timeout=60)
+    reset = next(line for line in done.stdout.splitlines() if line.startswith("reset:"))
+    assert "rebuilt" in reset and "row-level security" in reset, reset
