@@ -49,9 +49,12 @@ EXPECT_KEYS = {"ok", "columns", "rows", "affected", "error", "waits"}
 
 # Table options that put a table's files in a directory the statement names, outside the
 # server's own. The embedded server ignores them (--symbolic-links=0) and a --dsn server is
-# not ours to configure: refused here, comments between the words included. Only the plain
-# forms: SQL built from strings at run time is the server's to refuse.
-PLACES_FILES = re.compile(r"\b(DATA|INDEX)(?:\s|/\*.*?\*/|(?:--|#)[^\n]*\n)+DIRECTORY\b", re.IGNORECASE | re.DOTALL)
+# not ours to configure: refused here, comments between the words included, and the marks of
+# an executable comment (/*!, /*M!100000, */), whose text the server runs: `/*!DATA*/ DIRECTORY`
+# is DATA DIRECTORY to it. Only the plain forms: SQL built from strings at run time is the
+# server's to refuse.
+_BETWEEN_WORDS = r"(?:\s|/\*(?!M?!).*?\*/|/\*M?!\d*|\*/|(?:--|#)[^\n]*\n)+"
+PLACES_FILES = re.compile(rf"\b(DATA|INDEX){_BETWEEN_WORDS}DIRECTORY\b", re.IGNORECASE | re.DOTALL)
 
 
 def load_scenario(path: str) -> Scenario:
