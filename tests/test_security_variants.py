@@ -138,3 +138,23 @@ def test_a_policy_makes_explore_rebuild(creatrole_dsn, tmp_path):
     done = cli("explore", str(path), "--dsn", creatrole_dsn, timeout=60)
     reset = next(line for line in done.stdout.splitlines() if line.startswith("reset:"))
     assert "rebuilt" in reset and "row-level security" in reset, reset
+
+
+def test_postgresql_sweep_keeps_a_role_named_like_a_run_that_owns_a_database(pg_embedded):
+    """A run drops its database before its role, so a role of a run's name that still owns
+    something elsewhere is not a run's leftover: kept and told, and no run fails for it (the
+    sweep starts every run on the server). On the embedded server: on a shared one every other
+    suite's runs would meet it too."""
+    from jobqueue_demo.engine.pg_control import execute, quote
+
+    role, database = f"jqd_{secrets.token_hex(8)}", f"jqdtest_{secrets.token_hex(8)}"
+    with closing(pg_embedded.params.connect()) as admin:
+        execute(admin, f"CREATE ROLE {quote(role)}")
+        execute(admin, f"CREATE DATABASE {quote(database)} OWNER {quote(role)}")
+        try:
+            swept = pg_embedded.seam.sweep(pg_embedded.params)
+            assert role in " ".join(swept.problems), swept
+            assert role not in [f.name for f in swept.found if f.action == "removed"]
+        finally:
+            execute(admin, f"DROP DATABASE IF EXISTS {quote(database)}")
+            execute(admin, f"DROP ROLE IF EXISTS {quote(role)}")

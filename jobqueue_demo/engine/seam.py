@@ -172,8 +172,11 @@ class PgSeam:
         from .pg_scratch import sweep_leftovers
 
         with closing(params.connect(catalog_names_only=True)) as conn:
-            found = sweep_leftovers(conn, dry_run)
-        return Sweep([Found(kind, name, done(dry_run), GONE) if gone else Found(kind, name, KEPT, ALIVE) for kind, name, gone in found])
+            found, problems = sweep_leftovers(conn, dry_run)
+        return Sweep(
+            [Found(kind, name, done(dry_run), GONE) if gone else Found(kind, name, KEPT, ALIVE) for kind, name, gone in found],
+            problems,
+        )
 
     def confines(self, server) -> bool:
         """Whether scenario SQL runs as the per-run role: always on the embedded server, whose
