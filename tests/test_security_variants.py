@@ -158,3 +158,19 @@ def test_postgresql_sweep_keeps_a_role_named_like_a_run_that_owns_a_database(pg_
         finally:
             execute(admin, f"DROP DATABASE IF EXISTS {quote(database)}")
             execute(admin, f"DROP ROLE IF EXISTS {quote(role)}")
+
+
+def test_an_event_makes_explore_rebuild(server):
+    """An event setup made runs its DDL on the server's schedule, between any two steps, where
+    no step's text shows it (a shared server may have the event scheduler on)."""
+    from jobqueue_demo.engine.control import execute
+
+    scratch = server.seam.scratch(server, multi_statements=True)
+    scratch.open()
+    try:
+        with closing(server.seam.user_connection(scratch, 10.0)) as user:
+            execute(user, "CREATE TABLE jobs (id INT PRIMARY KEY); "
+                          "CREATE EVENT rename_jobs ON SCHEDULE EVERY 1 SECOND DO RENAME TABLE jobs TO gone")
+            assert server.seam.survey(scratch).obstacle == "events could change the schema between steps"
+    finally:
+        scratch.close()
