@@ -174,3 +174,46 @@ def test_an_event_makes_explore_rebuild(server):
             assert server.seam.survey(scratch).obstacle == "events could change the schema between steps"
     finally:
         scratch.close()
+
+
+# -- the sweep of temporary directories ------------------------------------------------------
+
+# Another local user's move in /tmp, made as the sweep takes a dead run's marker lock:
+# the directory renamed away and a symlink to the victim's folder put in its place.
+SWAPPED_SWEEP = """
+import os, sys
+from pathlib import Path
+from jobqueue_demo.engine.leftovers import sweep_dirs
+
+shared, victim = Path(sys.argv[1]), sys.argv[2]
+run = shared / "jobqueue-demo-bait"
+
+def swap(event, args):
+    if event == "fcntl.flock" and not (shared / "moved").exists():
+        os.rename(run, shared / "moved")
+        os.symlink(victim, run)
+
+sys.addaudithook(swap)
+sweep_dirs(folder=shared)
+"""
+
+
+def test_the_directory_sweep_follows_no_symlink_swapped_in(tmp_path):
+    import subprocess
+    import sys
+
+    from jobqueue_demo.engine.owner import hold
+
+    shared, victim = tmp_path / "shared", tmp_path / "victim"
+    shared.mkdir()
+    victim.mkdir()
+    (victim / "precious").write_text("42")
+    (victim / "folder").mkdir()
+    run = shared / "jobqueue-demo-bait"
+    run.mkdir()
+    hold(run).close()  # a marker whose lock is free: a run that is gone
+    done = subprocess.run(
+        [sys.executable, "-c", SWAPPED_SWEEP, str(shared), str(victim)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in victim.iterdir()) == ["folder", "precious"], "the sweep emptied the victim's folder"
