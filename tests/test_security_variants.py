@@ -217,3 +217,26 @@ def test_the_directory_sweep_follows_no_symlink_swapped_in(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in victim.iterdir()) == ["folder", "precious"], "the sweep emptied the victim's folder"
+
+
+# -- files: --allow-shared-user on the embedded server --------------------------------------
+
+
+def test_shared_user_on_the_embedded_server_writes_no_log_file(tmp_path):
+    """As root, SET GLOBAL general_log_file appends every statement to any file the server's OS
+    user may write (a shell's start-up file, say): secure_file_priv does not cover it."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    elsewhere.chmod(0o777)
+    path = tmp_path / "log.yaml"
+    path.write_text(f"""title: the general log elsewhere
+sessions: [A]
+steps:
+  - A: SET GLOBAL general_log_file = '{elsewhere}/log';
+  - A: SET GLOBAL general_log = 1;
+  - A: SELECT 'appended';
+  - A: SET GLOBAL general_log = 0;
+""")
+    done = cli("--allow-shared-user", "run", str(path), timeout=60)
+    assert done.returncode in (0, 1), done.stderr
+    assert list(elsewhere.iterdir()) == []
