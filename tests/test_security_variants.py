@@ -240,3 +240,32 @@ steps:
     done = cli("--allow-shared-user", "run", str(path), timeout=60)
     assert done.returncode in (0, 1), done.stderr
     assert list(elsewhere.iterdir()) == []
+
+
+# -- explore's reset on PostgreSQL: the rows setup made, no more ------------------------------
+
+
+def test_a_restore_copies_an_inherited_tables_rows_once(pg_embedded, tmp_path):
+    """`TABLE jobs` reads the rows of the tables that inherit from jobs too: copied into the
+    snapshot of jobs as well as their own, every restore after the first doubled them."""
+    from test_security_pg import pg_dsn
+
+    path = tmp_path / "inherits.yaml"
+    path.write_text("""title: inherited rows
+engines: [postgresql]
+setup: |
+  CREATE TABLE jobs (id INT, task TEXT);
+  CREATE TABLE urgent_jobs () INHERITS (jobs);
+  INSERT INTO jobs VALUES (1, 'a');
+  INSERT INTO urgent_jobs VALUES (2, 'b');
+sessions: [A, B]
+steps:
+  - A: UPDATE jobs SET task = 'x' WHERE id = 1;
+  - B: UPDATE jobs SET task = 'y' WHERE id = 2;
+invariants:
+  - name: two jobs
+    sql: SELECT count(*) FROM jobs
+    expect: [[2]]
+""")
+    done = cli("explore", str(path), "--dsn", pg_dsn(pg_embedded), timeout=60)
+    assert "snapshot" in done.stdout and "invariant violated 0" in done.stdout, done.stdout

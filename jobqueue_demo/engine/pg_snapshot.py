@@ -87,7 +87,8 @@ class PgTableSnapshot:
         scratch.execute(f"CREATE SCHEMA IF NOT EXISTS {snap}")
         described = [_Table(t, self._columns(t)) for t in tables]
         for table in described:
-            scratch.execute(f"CREATE TABLE {snap}.{quote(table.name)} AS TABLE public.{quote(table.name)}")
+            # ONLY: a table that others inherit from shows their rows too, which are copied with them.
+            scratch.execute(f"CREATE TABLE {snap}.{quote(table.name)} AS TABLE ONLY public.{quote(table.name)}")
         scratch.let_role_read(SNAPSHOT_SCHEMA)
         restores = ["BEGIN"]
         if tables:
