@@ -269,3 +269,33 @@ invariants:
 """)
     done = cli("explore", str(path), "--dsn", pg_dsn(pg_embedded), timeout=60)
     assert "snapshot" in done.stdout and "invariant violated 0" in done.stdout, done.stdout
+
+
+# -- a lesson page from somebody's lesson ----------------------------------------------------
+
+HOSTILE_PROSE = """title: "<script>alert('title')</script>"
+summary: "<img src=x onerror=alert('summary')>"
+description: "</p><script>alert('description')</script> [a link](javascript:alert('link')) and `<b>code</b>`"
+why: "<svg onload=alert('why')>"
+sessions: [A]
+steps:
+  - narrate: "<iframe src=javascript:alert('narration')></iframe>"
+  - A: SELECT 1;
+"""
+
+
+def test_a_markdown_page_shows_a_lessons_prose_as_text(embedded, tmp_path):
+    """The HTML page escapes a lesson's prose; the Markdown page put it there raw, so a site
+    publishing it ran the lesson author's script."""
+    from markdown_it import MarkdownIt
+
+    from jobqueue_demo import api
+
+    path = tmp_path / "hostile.yaml"
+    path.write_text(HOSTILE_PROSE)
+    page = api.lesson_page(api.load(str(path)), embedded, 10.0, "md")
+    rendered = MarkdownIt("commonmark").render(page)
+    for active in ("<script", "<img", "<svg", "<iframe", 'href="javascript'):
+        assert active not in rendered, active
+    assert "&lt;script&gt;alert('title')&lt;/script&gt;" in rendered.replace("&#x27;", "'")
+    assert "<code>&lt;b&gt;code&lt;/b&gt;</code>" in rendered  # a code span stays one
