@@ -299,3 +299,25 @@ def test_a_markdown_page_shows_a_lessons_prose_as_text(embedded, tmp_path):
         assert active not in rendered, active
     assert "&lt;script&gt;alert('title')&lt;/script&gt;" in rendered.replace("&#x27;", "'")
     assert "<code>&lt;b&gt;code&lt;/b&gt;</code>" in rendered  # a code span stays one
+
+
+# -- the terminal: a lesson's text is shown, never acted on -----------------------------------
+
+
+@pytest.mark.parametrize("text, line", [
+    ('title: "a title \\e]0;renamed\\a"\nsessions: [A]\nsteps:\n  - A: SELECT 1;\n', 1),
+    ('title: t\nsessions: [A]\nsteps:\n  - narrate: "\\e[2J the screen cleared"\n  - A: SELECT 1;\n', 4),
+    ('title: t\nsessions: [A]\nsteps:\n  - A: "DELETE FROM jobs; -- \\rSELECT 1; -- what the screen shows"\n', 4),
+    ('title: t\nsessions: [A]\nsteps:\n  - A: "SELECT 1; -- \\x9b2J, a C1 control"\n', 4),
+], ids=["osc-title", "csi-narration", "carriage-return-hiding-sql", "c1"])
+def test_a_control_character_in_a_scenario_is_refused_at_its_line(tmp_path, text, line):
+    """YAML's double-quoted escapes make them; the transcript printed them raw, so a lesson
+    could retitle the terminal, clear it, or hide a statement behind another."""
+    from jobqueue_demo.errors import ScenarioError
+    from jobqueue_demo.scenario.loader import load_scenario
+
+    path = tmp_path / "control.yaml"
+    path.write_text(text)
+    with pytest.raises(ScenarioError, match="control character") as refused:
+        load_scenario(str(path))
+    assert refused.value.line == line, str(refused.value)
