@@ -321,3 +321,21 @@ def test_a_control_character_in_a_scenario_is_refused_at_its_line(tmp_path, text
     with pytest.raises(ScenarioError, match="control character") as refused:
         load_scenario(str(path))
     assert refused.value.line == line, str(refused.value)
+
+
+def test_a_servers_message_built_by_the_scenario_is_shown_not_acted_on(pg_embedded, tmp_path):
+    """Values were written out (\\x1B), but an error's message and a notice went to the
+    terminal as the scenario's SQL made them."""
+    from test_security_pg import pg_dsn
+
+    path = tmp_path / "messages.yaml"
+    path.write_text("""title: escapes made at run time
+engines: [postgresql]
+sessions: [A]
+steps:
+  - A: DO $$ BEGIN RAISE NOTICE '%', chr(27) || ']0;retitled' || chr(7); END $$;
+  - A: DO $$ BEGIN RAISE EXCEPTION '%', chr(27) || '[2J' || chr(155) || 'cleared'; END $$;
+""")
+    done = cli("run", str(path), "--dsn", pg_dsn(pg_embedded), timeout=60)
+    assert "NOTICE:  \\x1B]0;retitled\\x07" in done.stdout, done.stdout
+    assert "ERROR:  \\x1B[2J\\u009Bcleared" in done.stdout, done.stdout
