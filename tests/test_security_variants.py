@@ -339,3 +339,19 @@ steps:
     done = cli("run", str(path), "--dsn", pg_dsn(pg_embedded), timeout=60)
     assert "NOTICE:  \\x1B]0;retitled\\x07" in done.stdout, done.stdout
     assert "ERROR:  \\x1B[2J\\u009Bcleared" in done.stdout, done.stdout
+
+
+def test_verify_shows_a_value_it_did_not_expect_written_out(pg_embedded, tmp_path):
+    from test_security_pg import pg_dsn
+
+    path = tmp_path / "value.yaml"
+    path.write_text("""title: a value made at run time
+engines: [postgresql]
+sessions: [A]
+steps:
+  - A: SELECT chr(27) || ']0;retitled' || chr(7) AS v;
+    expect:
+      rows: [[x]]
+""")
+    done = cli("verify", str(path), "--dsn", pg_dsn(pg_embedded), timeout=60)
+    assert "rows [[\\x1B]0;retitled\\x07]]" in done.stdout, done.stdout
