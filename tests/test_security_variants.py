@@ -9,6 +9,7 @@ from contextlib import closing
 import pytest
 
 from conftest import cli, dsn_of
+from test_security_pg import CANARY, drop_role, pg_dsn, role_exists
 
 # -- the sweep drops only exact run names ----------------------------------------------------
 
@@ -18,17 +19,22 @@ def _newline_look_alike() -> str:
     return f"jqd_{secrets.token_hex(8)}\n"
 
 
+def _dry_sweep_with(info, admin, execute, make: str, remove: str) -> list[str]:
+    """What a dry-run sweep of the server names while the object `make` makes exists."""
+    execute(admin, make)
+    try:
+        return [f.name for f in info.seam.sweep(info.params, dry_run=True).found]
+    finally:
+        execute(admin, remove)
+
+
 def test_postgresql_sweep_keeps_a_database_named_like_a_run_and_a_newline(pg):
     from jobqueue_demo.engine.pg_control import execute, quote
 
-    name = _newline_look_alike()
+    name = quote(_newline_look_alike())
     with closing(pg.params.connect()) as admin:
-        execute(admin, f"CREATE DATABASE {quote(name)}")
-        try:
-            found = pg.seam.sweep(pg.params, dry_run=True).found
-            assert name not in [f.name for f in found], "the sweep would drop somebody's database"
-        finally:
-            execute(admin, f"DROP DATABASE IF EXISTS {quote(name)}")
+        found = _dry_sweep_with(pg, admin, execute, f"CREATE DATABASE {name}", f"DROP DATABASE IF EXISTS {name}")
+    assert name.strip('"') not in found, "the sweep would drop somebody's database"
 
 
 def test_mysql_sweep_keeps_a_user_named_like_a_run_and_a_newline(server):
@@ -37,12 +43,8 @@ def test_mysql_sweep_keeps_a_user_named_like_a_run_and_a_newline(server):
 
     account = f"{literal(_newline_look_alike())}@'jqdtest-nowhere'"
     with closing(server.params.connect(database=None)) as admin:
-        execute(admin, f"CREATE USER {account}")
-        try:
-            found = server.seam.sweep(server.params, dry_run=True).found
-            assert account not in [f.name for f in found], "the sweep would drop somebody's user"
-        finally:
-            execute(admin, f"DROP USER IF EXISTS {account}")
+        found = _dry_sweep_with(server, admin, execute, f"CREATE USER {account}", f"DROP USER IF EXISTS {account}")
+    assert account not in found, "the sweep would drop somebody's user"
 
 
 # -- explore rebuilds when the scenario's SQL may change the schema --------------------------
@@ -104,21 +106,12 @@ steps:
 """
 # In setup's connection's temporary schema, which lives as long as the run: no survey of
 # `public` sees it. Creates a role when its caller may; the per-run role may not.
-TEMP_CANARY = """  CREATE OR REPLACE FUNCTION pg_temp.canary() RETURNS boolean LANGUAGE plpgsql AS $f$
-  BEGIN
-    EXECUTE 'CREATE ROLE {canary}';
-    RETURN true;
-  EXCEPTION WHEN insufficient_privilege OR duplicate_object THEN
-    RETURN true;
-  END $f$;
-"""
+TEMP_CANARY = CANARY.replace("CREATE FUNCTION public.", "CREATE OR REPLACE FUNCTION pg_temp.")
 
 
 def test_a_policy_never_runs_as_a_dsn_role_that_is_no_superuser(pg_local, creatrole_dsn, tmp_path):
     """Explore's copy of the tables reads them as the DSN's role, where a policy runs as its
     reader: here one calling a temporary function that makes a role."""
-    from test_security_pg import drop_role, role_exists
-
     canary = f"canary_pgconfine_{secrets.token_hex(6)}"
     path = tmp_path / "policy.yaml"
     path.write_text(POLICY_SETUP.format(functions=TEMP_CANARY.format(canary=canary), policy="pg_temp.canary()"))
@@ -248,8 +241,6 @@ steps:
 def test_a_restore_copies_an_inherited_tables_rows_once(pg_embedded, tmp_path):
     """`TABLE jobs` reads the rows of the tables that inherit from jobs too: copied into the
     snapshot of jobs as well as their own, every restore after the first doubled them."""
-    from test_security_pg import pg_dsn
-
     path = tmp_path / "inherits.yaml"
     path.write_text("""title: inherited rows
 engines: [postgresql]
@@ -326,8 +317,6 @@ def test_a_control_character_in_a_scenario_is_refused_at_its_line(tmp_path, text
 def test_a_servers_message_built_by_the_scenario_is_shown_not_acted_on(pg_embedded, tmp_path):
     """Values were written out (\\x1B), but an error's message and a notice went to the
     terminal as the scenario's SQL made them."""
-    from test_security_pg import pg_dsn
-
     path = tmp_path / "messages.yaml"
     path.write_text("""title: escapes made at run time
 engines: [postgresql]
@@ -342,8 +331,6 @@ steps:
 
 
 def test_verify_shows_a_value_it_did_not_expect_written_out(pg_embedded, tmp_path):
-    from test_security_pg import pg_dsn
-
     path = tmp_path / "value.yaml"
     path.write_text("""title: a value made at run time
 engines: [postgresql]
