@@ -342,3 +342,24 @@ steps:
 """)
     done = cli("verify", str(path), "--dsn", pg_dsn(pg_embedded), timeout=60)
     assert "rows [[\\x1B]0;retitled\\x07]]" in done.stdout, done.stdout
+
+
+def test_a_deadlocks_key_value_is_shown_written_out(embedded, tmp_path):
+    """The cycle names each record by its key, read from InnoDB's status in hex: the
+    scenario's own data, and it went to the terminal as it was."""
+    path = tmp_path / "deadlock.yaml"
+    path.write_text("""title: a deadlock on a key holding an escape
+setup: |
+  CREATE TABLE t (k VARCHAR(10) PRIMARY KEY, v INT);
+  INSERT INTO t VALUES (CONCAT(CHAR(27), '[2Ja'), 1), ('b', 2);
+sessions: [A, B]
+steps:
+  - A: BEGIN;
+  - B: BEGIN;
+  - A: UPDATE t SET v = v + 1 WHERE k = CONCAT(CHAR(27), '[2Ja');
+  - B: UPDATE t SET v = v + 1 WHERE k = 'b';
+  - A: UPDATE t SET v = v + 1 WHERE k = 'b';
+  - B: UPDATE t SET v = v + 1 WHERE k = CONCAT(CHAR(27), '[2Ja');
+""")
+    done = cli("run", str(path), "--dsn", dsn_of(embedded), timeout=60)
+    assert "PRIMARY ('\\x1B[2Ja')" in done.stdout and "\x1b" not in done.stdout, done.stdout
