@@ -363,3 +363,16 @@ steps:
 """)
     done = cli("run", str(path), "--dsn", dsn_of(embedded), timeout=60)
     assert "PRIMARY ('\\x1B[2Ja')" in done.stdout and "\x1b" not in done.stdout, done.stdout
+
+
+def test_a_captured_value_is_shown_written_out_in_the_statement_it_joins(embedded, tmp_path):
+    path = tmp_path / "capture.yaml"
+    path.write_text("""title: a captured escape
+sessions: [A]
+steps:
+  - A: SELECT CONCAT(CHAR(27), '[2J') AS k;
+    capture: k
+  - A: SELECT :k AS again;
+""")
+    done = cli("run", str(path), "--dsn", dsn_of(embedded), timeout=60)
+    assert "A> SELECT '\\x1B[2J' AS again;" in done.stdout and "\x1b" not in done.stdout, done.stdout
