@@ -376,3 +376,21 @@ steps:
 """)
     done = cli("run", str(path), "--dsn", dsn_of(embedded), timeout=60)
     assert "A> SELECT '\\x1B[2J' AS again;" in done.stdout and "\x1b" not in done.stdout, done.stdout
+
+
+def test_a_captured_backslash_reaches_postgresql_unchanged(pg_embedded, tmp_path):
+    """A captured value is sent as the engine's literal: MySQL's doubled the backslash, which
+    PostgreSQL (standard_conforming_strings) keeps as two."""
+    path = tmp_path / "backslash.yaml"
+    path.write_text("""title: a captured backslash
+engines: [postgresql]
+sessions: [A]
+steps:
+  - A: SELECT 'a\\b' AS k;
+    capture: k
+  - A: SELECT length(:k) AS n;
+    expect:
+      rows: [[3]]
+""")
+    done = cli("verify", str(path), "--dsn", pg_dsn(pg_embedded), timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr

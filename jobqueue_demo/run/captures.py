@@ -9,15 +9,16 @@ for the server to refuse.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from ..engine.result import Result
-from ..engine.scratch import literal
 from ..scenario.model import CAPTURE_REF, Statement
 
 
 class Captures:
-    def __init__(self, sessions: tuple[str, ...]):
+    def __init__(self, sessions: tuple[str, ...], literal: Callable[[str], str]):
         self.sessions = sessions
+        self.literal = literal  # the engine's: MySQL's escapes a backslash, PostgreSQL's does not
         self.values: dict[str, dict[str, str | None]] = {name: {} for name in sessions}
 
     def forget(self) -> None:
@@ -44,6 +45,6 @@ class Captures:
                 return "NULL"
             if re.fullmatch(r"-?\d+(\.\d+)?", value):
                 return value
-            return literal(value)
+            return self.literal(value)
 
         return CAPTURE_REF.sub(written, step.sql)

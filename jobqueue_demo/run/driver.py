@@ -102,7 +102,7 @@ class Driver:
         self.conns = Connections(scenario, server, options.step_timeout, options.session_settings)
         self.database = self.conns.database
         self.footprint = None
-        self.captures = Captures(scenario.session_names)
+        self.captures = Captures(scenario.session_names, server.dialect.literal)
         self.started = 0.0
         self._inflight: dict[str, tuple[int, Statement, str]] = {}
         self._waits: dict[str, ev.Waiting] = {}
