@@ -125,8 +125,11 @@ def test_an_interrupted_cleanup_leaves_the_marker_with_the_rest(tmp_path):
         ("steps:\n  - A: SELECT 1;\n  - A: ALTER TABLE t ENGINE=MyISAM index /* hidden */ Directory '/tmp/x';\n", 6),
         ("setup: |\n  CREATE TABLE a (v INT);\n  CREATE TABLE t (v INT)\n    DATA -- a comment\n    DIRECTORY '/x';\nsteps:\n  - A: SELECT 1;\n", 7),
         ("invariants:\n  - name: i\n    sql: SELECT 1 FROM t DATA DIRECTORY\n    expect: [[1]]\nsteps:\n  - A: SELECT 1;\n", 6),
+        ("steps:\n  - A: CREATE TABLE t (v INT) ENGINE=MyISAM /*!DATA*/ DIRECTORY = '/tmp/x';\n", 5),
+        ("steps:\n  - A: CREATE TABLE t (v INT) ENGINE=MyISAM /*M!100000 INDEX */DIRECTORY = '/tmp/x';\n", 5),
+        ("steps:\n  - A: CREATE TABLE t (v INT) ENGINE=MyISAM DATA /*!DIRECTORY*/ = '/tmp/x';\n", 5),
     ],
-    ids=["step", "hidden-by-a-comment", "setup", "invariant"],
+    ids=["step", "hidden-by-a-comment", "setup", "invariant", "executable-comment", "mariadb-executable-comment", "inside-one"],
 )
 def test_scenario_sql_naming_a_directory_for_a_table_is_refused_at_its_line(tmp_path, sql, line):
     from jobqueue_demo.errors import ScenarioError

@@ -145,6 +145,8 @@ def test_the_control_connection_resolves_only_catalog_names(pg):
         from jobqueue_demo.engine.pg_control import rows
 
         assert scratch.rows("SHOW search_path") == rows(scratch.admin, "SHOW search_path") == (("",),)
+        # A policy of the scenario's is an error there, never run as the DSN's role.
+        assert scratch.rows("SHOW row_security") == (("off",),)
     finally:
         scratch.close()
 
@@ -196,6 +198,9 @@ SCHEMA_CHANGES = {
         "PREPARE s FROM @text",
         "CALL p()",
         "DO f()",
+        "SET STATEMENT max_statement_time = 0 FOR CREATE TABLE x (id INT)",
+        "SET STATEMENT a = 1 FOR SET STATEMENT b = 2 FOR DROP TABLE jobs",
+        "BEGIN NOT ATOMIC EXECUTE IMMEDIATE 'CREATE TABLE x (id INT)'; END",
     ),
 }
 
@@ -212,6 +217,7 @@ def test_a_step_that_may_change_the_schema_is_seen(engine, sql):
     "WITH c AS (SELECT id FROM jobs) INSERT INTO done SELECT id FROM c",
     "BEGIN; SELECT 1; COMMIT;",
     "SELECT 'it''s; CREATE' AS text",
+    "SET STATEMENT max_statement_time = 1 FOR SELECT id FROM jobs FOR UPDATE",
 ])
 def test_rows_only_steps_keep_the_snapshot(sql):
     assert not changes_schema(sql, mysql=False) and not changes_schema(sql, mysql=True)

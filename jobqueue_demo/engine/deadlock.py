@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from .control import text
 from .node_waits import names_on, split
+from .result import shown
 from .waits import GAP_ONLY as GAP
 from .waits import INSERT_INTENTION_ONLY as INSERT_INTENTION
 from .waits import NEXT_KEY as NEXT_KEY  # a Lock's kinds are waits.py's, read from the same monitor output
@@ -242,7 +243,7 @@ def _key(hexed: str | None, column_type: str) -> str:
         value = int.from_bytes(raw, "big")
         return str(value if "unsigned" in column_type.lower() else value - (1 << (len(raw) * 8 - 1)))
     if base in TEXT_TYPES:
-        return "'" + raw.decode("utf-8", "replace").rstrip(" ") + "'"
+        return "'" + shown(raw.decode("utf-8", "replace").rstrip(" ")) + "'"  # the scenario's data
     return "0x" + hexed
 
 

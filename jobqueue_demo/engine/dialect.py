@@ -44,3 +44,9 @@ class MySqlDialect:
 
     def kill_connection(self, thread_id: int) -> str:
         return f"KILL CONNECTION {int(thread_id)}"
+
+    def literal(self, text: str) -> str:
+        """`text` as an SQL string literal (a backslash escapes here)."""
+        from .scratch import literal
+
+        return literal(text)

@@ -24,7 +24,7 @@ from . import control
 from .owner import MARKER, claim_if_dead
 from .scratch import DROP_LOCK_WAIT_S, PREFIX, RUN_NAME, SNAPSHOT_SUFFIX, drop_bounded, literal
 
-OLD_NAME = re.compile(rf"^{PREFIX}[0-9a-f]{{10}}({SNAPSHOT_SUFFIX})?$")
+OLD_NAME = re.compile(rf"{PREFIX}[0-9a-f]{{10}}({SNAPSHOT_SUFFIX})?")
 DIR_PATTERNS = ("jobqueue-demo-*", "pymp-*")
 
 
@@ -60,7 +60,7 @@ class Sweep:
 def run_name(database: str) -> str | None:
     """The run a database belongs to, when it is of the swept pattern."""
     base = database.removesuffix(SNAPSHOT_SUFFIX)
-    return base if RUN_NAME.match(base) else None
+    return base if RUN_NAME.fullmatch(base) else None
 
 
 def sweep_server(conn, dry_run: bool = False) -> Sweep:
@@ -73,7 +73,7 @@ def sweep_server(conn, dry_run: bool = False) -> Sweep:
         run = run_name(name)
         if run is not None:
             runs.setdefault(run, []).append(("database", name))
-        elif OLD_NAME.match(name):
+        elif OLD_NAME.fullmatch(name):
             out.found.append(Found("old database", name, KEPT, "older jobqueue-demo, no named lock: not swept"))
     for user, host in users:
         runs.setdefault(user, []).append(("user", f"{literal(user)}@{literal(host)}"))
@@ -92,7 +92,7 @@ def _users(conn) -> list[tuple[str, str]]:
             return []  # a user that cannot read the accounts made none either
         raise
     pairs = [(control.text(u), control.text(h)) for u, h in found]
-    return [(u, h) for u, h in pairs if RUN_NAME.match(u)]
+    return [(u, h) for u, h in pairs if RUN_NAME.fullmatch(u)]
 
 
 def _sweep_run(conn, run: str, items: list[tuple[str, str]], dry_run: bool, out: Sweep) -> None:
@@ -118,40 +118,54 @@ def _sweep_run(conn, run: str, items: list[tuple[str, str]], dry_run: bool, out:
 
 
 def sweep_dirs(dry_run: bool = False, folder: Path | None = None) -> Sweep:
-    """Remove this machine's temporary directories of runs that are gone."""
+    """Remove this machine's temporary directories of runs that are gone.
+
+    Each is opened once (never through a symlink) and everything after goes through that
+    descriptor: in a shared folder such as /tmp another user may rename the directory and
+    put a symlink to theirs, or to anyone's, in its place between two steps of the sweep.
+    """
     out = Sweep()
     root = folder or Path(tempfile.gettempdir())
     for pattern in DIR_PATTERNS:
         for path in sorted(root.glob(pattern)):
-            if not path.is_dir() or path.is_symlink():
-                continue
-            handle = claim_if_dead(path)
-            if handle is None:
-                continue  # alive, or not ours
             try:
-                if not dry_run:
-                    _remove_marked(path)
-                out.found.append(Found("directory", str(path), done(dry_run), GONE))
+                fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            except OSError:
+                continue  # not a directory, a symlink, or gone
+            try:
+                _sweep_dir(path, fd, dry_run, out)
             finally:
-                handle.close()
+                os.close(fd)
     return out
 
 
-def _remove_marked(folder: Path) -> None:
-    """`folder` with everything in it, its marker last: a sweep interrupted halfway leaves
-    the marker with the rest, so the next sweep still knows whose the rest is."""
+def _sweep_dir(path: Path, fd: int, dry_run: bool, out: Sweep) -> None:
+    handle = claim_if_dead(fd)
+    if handle is None:
+        return  # alive, or not ours
+    try:
+        if not dry_run:
+            _remove_marked(path, fd)
+        out.found.append(Found("directory", str(path), done(dry_run), GONE))
+    finally:
+        handle.close()
+
+
+def _remove_marked(folder: Path, fd: int) -> None:
+    """The directory open as `fd` with everything in it, its marker last: a sweep interrupted
+    halfway leaves the marker with the rest, so the next sweep still knows whose the rest is."""
     with contextlib.suppress(OSError):  # what cannot be removed stays, as rmtree's ignore_errors
-        for entry in os.scandir(folder):
+        for entry in os.scandir(fd):
             if entry.name == MARKER:
                 continue
             if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)
+                shutil.rmtree(entry.name, ignore_errors=True, dir_fd=fd)
             else:
                 with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
-        if os.listdir(folder) == [MARKER]:  # anything left keeps its marker for the next sweep
-            os.unlink(folder / MARKER)
-            os.rmdir(folder)
+                    os.unlink(entry.name, dir_fd=fd)
+        if os.listdir(fd) == [MARKER]:  # anything left keeps its marker for the next sweep
+            os.unlink(MARKER, dir_fd=fd)
+            os.rmdir(folder)  # an empty directory, or nothing: rmdir follows no symlink
 
 
 def sweep_cache(root: Path, dry_run: bool = False) -> Sweep:

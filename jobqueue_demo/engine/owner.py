@@ -35,11 +35,12 @@ def hold_for_life(folder: Path) -> None:
         _for_life[folder] = hold(folder)
 
 
-def claim_if_dead(folder: Path) -> BinaryIO | None:
-    """The marker's lock, held, when `folder`'s run is gone; None when it lives or has no marker
-    (not ours to judge: made by someone else, or by an older version)."""
+def claim_if_dead(folder_fd: int) -> BinaryIO | None:
+    """The marker's lock, held, when the run of the directory open as `folder_fd` is gone;
+    None when it lives or has no marker (not ours to judge: made by someone else, or by an
+    older version)."""
     try:
-        handle = open(folder / MARKER, "rb")
+        handle = open(os.open(MARKER, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=folder_fd), "rb")
     except OSError:
         return None
     try:

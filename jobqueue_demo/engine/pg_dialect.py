@@ -33,3 +33,9 @@ class PgDialect:
 
     def kill_connection(self, pid: int) -> str:
         return f"SELECT pg_terminate_backend({int(pid)})"
+
+    def literal(self, text: str) -> str:
+        """`text` as an SQL string literal (standard_conforming_strings: a backslash is itself)."""
+        from .pg_control import literal
+
+        return literal(text)

@@ -165,11 +165,14 @@ class PgScratchDatabase:
             handling.add_note(str(failure))
 
 
-def sweep_leftovers(conn, dry_run: bool = False) -> list[tuple[str, str, bool]]:
-    """(kind, name, its run is gone) for each database and role named as a run; those of runs
-    whose advisory lock is free are dropped unless `dry_run`.
+def sweep_leftovers(conn, dry_run: bool = False) -> tuple[list[tuple[str, str, bool]], list[str]]:
+    """(kind, name, its run is gone) for each database and role named as a run, and what could
+    not be dropped (as messages); those of runs whose advisory lock is free are dropped unless
+    `dry_run`.
 
-    The lock is taken before dropping, so a run cannot be both judged dead and alive.
+    The lock is taken before dropping, so a run cannot be both judged dead and alive. A drop
+    the server refuses (a role of a run's name that owns something elsewhere, which no run
+    leaves: it drops its database first) is told, not raised: the sweep starts every run.
     """
     databases = [r[0] for r in control.rows(conn, "SELECT datname FROM pg_database WHERE datname LIKE 'jqd\\_%'")]
     roles = [r[0] for r in control.rows(conn, "SELECT rolname FROM pg_roles WHERE rolname LIKE 'jqd\\_%'")]
@@ -177,9 +180,9 @@ def sweep_leftovers(conn, dry_run: bool = False) -> list[tuple[str, str, bool]]:
     # Exactly the names a run makes here: its database and its role share the run's name, and
     # nothing else is ours (`jqd_<16 hex>_anything` is somebody's database that looks alike).
     for kind, name in [("database", d) for d in databases] + [("user", r) for r in roles]:
-        if RUN_NAME.match(name):
+        if RUN_NAME.fullmatch(name):
             runs.setdefault(name, []).append((kind, name))
-    found = []
+    found, problems = [], []
     for run, items in sorted(runs.items()):
         key = f"hashtext({literal(run)})"
         if _alive(conn, run) or not control.flag(conn, f"SELECT pg_try_advisory_lock({key})"):
@@ -187,14 +190,26 @@ def sweep_leftovers(conn, dry_run: bool = False) -> list[tuple[str, str, bool]]:
             continue
         try:
             for kind, name in sorted(items):  # databases before the role that may own objects in them
-                if not dry_run:
-                    drop = "DATABASE IF EXISTS" if kind == "database" else "ROLE IF EXISTS"
-                    suffix = " WITH (FORCE)" if kind == "database" else ""
-                    control.execute(conn, f"DROP {drop} {quote(name)}{suffix}")
-                found.append((kind, name, True))
+                refused = None if dry_run else _drop_leftover(conn, kind, name)
+                if refused:
+                    problems.append(refused)
+                else:
+                    found.append((kind, name, True))
         finally:
             control.execute(conn, f"SELECT pg_advisory_unlock({key})")
-    return found
+    return found, problems
+
+
+def _drop_leftover(conn, kind: str, name: str) -> str | None:
+    """Drop a dead run's database or role; why the server refused, if it did."""
+    sql = f"DROP DATABASE IF EXISTS {quote(name)} WITH (FORCE)" if kind == "database" else f"DROP ROLE IF EXISTS {quote(name)}"
+    try:
+        control.execute(conn, sql)
+    except control.ControlError as e:
+        if e.errno in LOST_CONNECTION:
+            raise
+        return str(e)
+    return None
 
 
 def _alive(conn, run: str) -> bool:

@@ -101,10 +101,11 @@ class PgParams:
     ):
         """An open psycopg connection, autocommit on (every BEGIN is explicit). The tool's own
         statements on it wait at most `answer_timeout` seconds for the server (pg_control.py).
-        `catalog_names_only`: an empty search_path from the start (pg_scratch.py says why)."""
+        `catalog_names_only`: an empty search_path from the start (pg_scratch.py says why), and
+        row_security off, so a policy of the scenario's is an error there, never run (pg_dump's)."""
         import psycopg
 
-        options = {"options": "-c search_path="} if catalog_names_only else {}
+        options = {"options": "-c search_path= -c row_security=off"} if catalog_names_only else {}
         try:
             conn = psycopg.connect(autocommit=True, **self.conninfo(database, application), **options)
             conn.answer_timeout = answer_timeout

@@ -17,7 +17,7 @@ from ..errors import FetchTimeout, ServerError
 from .caps import MAX_ANSWER_GROWTH, ROW_TOO_BIG_TO_READ, Kept
 from .deadlines import INTERRUPT_GRACE_S, shutdown_socket, wait_readable
 from .pg_errors import CONNECTION_FAILURE, LOST_CONNECTION
-from .result import Result, SqlError
+from .result import Result, SqlError, shown
 from .server import ANSWER_TIMEOUT_S
 from .session import Session
 
@@ -39,7 +39,7 @@ class PgError(SqlError):
 
     def __str__(self) -> str:
         # psql's form, which the seed transcript quotes: `ERROR:  could not obtain lock on row ...`.
-        return f"{self.severity}:  {self.message}"
+        return f"{self.severity}:  {shown(self.message)}"
 
     @property
     def code(self) -> int | str:
@@ -347,4 +347,4 @@ def connect_session(name: str, params, database: str, settings_sql: str | None, 
 
 def notice_text(diagnostic) -> str:
     """A notice as psql prints it: `WARNING:  there is already a transaction in progress`."""
-    return f"{diagnostic.severity or 'NOTICE'}:  {diagnostic.message_primary or ''}"
+    return f"{diagnostic.severity or 'NOTICE'}:  {shown(diagnostic.message_primary or '')}"

@@ -44,8 +44,15 @@ _OBSTACLES = (
      "WHERE c.relnamespace = 'public'::pg_catalog.regnamespace AND c.relkind = 'r' LIMIT 1",
      "rules would rewrite the restore"),
     # A function or procedure a step calls may make a table, trigger or rule: no text shows it.
-    ("SELECT 1 FROM pg_catalog.pg_proc WHERE pronamespace = 'public'::pg_catalog.regnamespace LIMIT 1",
+    # The per-run role may also make them in its connection's temporary schema, which any
+    # session may call by its name (pg_temp_3.f()) for as long as setup's connection lives.
+    ("SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
+     "WHERE n.nspname = 'public' OR n.nspname LIKE 'pg\\_temp\\_%' LIMIT 1",
      "functions or procedures could change the schema from a step"),
+    # A policy runs as whoever reads the table: the DSN's role copying it (when not a superuser,
+    # it is a member of the table's owner, and FORCE makes owners obey policies too).
+    ("SELECT 1 FROM pg_catalog.pg_class WHERE relnamespace = 'public'::pg_catalog.regnamespace AND relrowsecurity LIMIT 1",
+     "row-level security policies would filter the copy and the restore"),
     ("SELECT 1 FROM pg_catalog.pg_constraint WHERE contype = 'f' AND connamespace = 'public'::pg_catalog.regnamespace LIMIT 1",
      "foreign keys fix the order rows can be restored in"),
     ("SELECT 1 FROM pg_catalog.pg_class WHERE relnamespace = 'public'::pg_catalog.regnamespace "
@@ -80,7 +87,8 @@ class PgTableSnapshot:
         scratch.execute(f"CREATE SCHEMA IF NOT EXISTS {snap}")
         described = [_Table(t, self._columns(t)) for t in tables]
         for table in described:
-            scratch.execute(f"CREATE TABLE {snap}.{quote(table.name)} AS TABLE public.{quote(table.name)}")
+            # ONLY: a table that others inherit from shows their rows too, which are copied with them.
+            scratch.execute(f"CREATE TABLE {snap}.{quote(table.name)} AS TABLE ONLY public.{quote(table.name)}")
         scratch.let_role_read(SNAPSHOT_SCHEMA)
         restores = ["BEGIN"]
         if tables:

@@ -2,7 +2,24 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+
+# What a terminal acts on instead of showing: C0 controls but tab and newline, DEL, C1.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def shown(text: str) -> str:
+    """Server text (an error's message, a notice) with its control characters written out, as
+    a value's are (render/table.py): scenario SQL chooses it (RAISE ... chr(27) || ...)."""
+    return _CONTROL.sub(_written_out, text)
+
+
+def _written_out(found: re.Match) -> str:
+    c = found.group()
+    if c == "\r":
+        return "\\r"
+    return f"\\x{ord(c):02X}" if c < "\x80" else f"\\u{ord(c):04X}"
 
 
 # Plain, not frozen (as run/events.py): made once per statement, then only read; nothing hashes one.
@@ -16,7 +33,7 @@ class SqlError:
 
     def __str__(self) -> str:
         # The mysql command-line client's form, which lessons quote.
-        return f"ERROR {self.errno} ({self.sqlstate}): {self.message}"
+        return f"ERROR {self.errno} ({self.sqlstate}): {shown(self.message)}"
 
     @property
     def code(self) -> int | str:

@@ -5,7 +5,8 @@ table, trigger, rule or function a step makes would outlive the restore, and one
 on it would run inside the tool's reset. So every statement of a step (a step may send
 several) must start with a word of ROWS_ONLY, and a query must not hold INTO (PostgreSQL's
 SELECT ... INTO makes a table). Anything else counts as a change: CREATE behind a comment,
-DO, CALL, PREPARE and EXECUTE (MySQL prepares DDL), EXPLAIN (EXPLAIN ANALYZE runs its
+DO, CALL, PREPARE and EXECUTE (MySQL prepares DDL), MariaDB's SET STATEMENT ... FOR a change and
+BEGIN NOT ATOMIC (a compound statement), EXPLAIN (EXPLAIN ANALYZE runs its
 statement), a word not listed. So does text the server could read otherwise than this
 reading: a backslash inside quotes (its meaning hangs on standard_conforming_strings or
 sql_mode), a dollar sign on PostgreSQL (dollar quoting), MySQL's executable comments
@@ -28,8 +29,8 @@ class _Unclear(Exception):
 
 
 def steps_obstacle(steps, mysql: bool) -> str | None:
-    """Why restoring rows would not reset what the steps (their SQL) do, or None."""
-    return "the steps may change the schema" if any(changes_schema(sql, mysql) for sql in steps) else None
+    """Why restoring rows would not reset what the steps and invariants (their SQL) do, or None."""
+    return "the steps or invariants may change the schema" if any(changes_schema(sql, mysql) for sql in steps) else None
 
 
 def changes_schema(sql: str, mysql: bool) -> bool:
@@ -41,10 +42,16 @@ def changes_schema(sql: str, mysql: bool) -> bool:
 
 
 def _changes(words: list[str]) -> bool:
-    first = next((w for w in words if w != "("), None)
-    if first is None:
+    words = words[next((i for i, w in enumerate(words) if w != "("), len(words)):]
+    if not words:
         return False
-    if first not in ROWS_ONLY:
+    if words[0] not in ROWS_ONLY:
+        return True
+    # MariaDB's SET STATEMENT ... FOR runs the statement after FOR, and BEGIN NOT ATOMIC
+    # starts a compound statement (EXECUTE IMMEDIATE of any text inside): one statement each.
+    if words[:2] == ["SET", "STATEMENT"]:
+        return "FOR" not in words or any(_changes(words[i + 1:]) for i, w in enumerate(words) if w == "FOR")
+    if words[:2] == ["BEGIN", "NOT"]:
         return True
     writes = False
     for word in words:

@@ -29,9 +29,11 @@ from .waits import CLIENT_THREAD
 
 PREFIX = "jqd_"
 # Older versions named their databases jqd_ and 10 hex digits, without a named lock: nothing
-# proves such a database's run is gone, so the sweep matches the longer names only.
+# proves such a database's run is gone, so the sweep matches the longer names only. Matched
+# with fullmatch: `$` also matches before a final newline, and `jqd_<16 hex>\n` is a name
+# PostgreSQL (a database) and MariaDB (a user) take, somebody else's.
 NAME_HEX = 16
-RUN_NAME = re.compile(rf"^{PREFIX}[0-9a-f]{{{NAME_HEX}}}$")
+RUN_NAME = re.compile(rf"{PREFIX}[0-9a-f]{{{NAME_HEX}}}")
 SNAPSHOT_SUFFIX = "_s"
 DROP_LOCK_WAIT_S = 3
 # The per-run user's connections at once, so that no scenario can take a shared server's: its

@@ -43,9 +43,11 @@ class MySqlSeam:
             return sweep_server(conn, dry_run)
 
     def confines(self, server) -> bool:
-        """Whether scenario SQL runs as the per-run user. As the DSN's user (--allow-shared-user)
-        on the embedded server it is root, kept from files by secure_file_priv."""
-        return not server.shared_user
+        """Whether scenario SQL runs as the per-run user: always on the embedded server, whose
+        root secure_file_priv keeps from INTO OUTFILE but not from SET GLOBAL general_log_file,
+        which appends every statement to any file the server's OS user may write;
+        --allow-shared-user is for a DSN user that may not create users."""
+        return server.embedded or not server.shared_user
 
     def scratch(self, server, **options):
         """The run's scratch database (scratch.ScratchDatabase's options)."""
@@ -172,8 +174,11 @@ class PgSeam:
         from .pg_scratch import sweep_leftovers
 
         with closing(params.connect(catalog_names_only=True)) as conn:
-            found = sweep_leftovers(conn, dry_run)
-        return Sweep([Found(kind, name, done(dry_run), GONE) if gone else Found(kind, name, KEPT, ALIVE) for kind, name, gone in found])
+            found, problems = sweep_leftovers(conn, dry_run)
+        return Sweep(
+            [Found(kind, name, done(dry_run), GONE) if gone else Found(kind, name, KEPT, ALIVE) for kind, name, gone in found],
+            problems,
+        )
 
     def confines(self, server) -> bool:
         """Whether scenario SQL runs as the per-run role: always on the embedded server, whose

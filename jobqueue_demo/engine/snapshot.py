@@ -37,6 +37,9 @@ def survey(scratch: ScratchDatabase, steps=()) -> Survey:
     db = scratch.name
     if _rows(scratch, f"SELECT 1 FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = '{db}' LIMIT 1"):
         return Survey((), "triggers would fire on restore")
+    # An event runs whatever it holds (DDL too) on its schedule, between any two steps.
+    if _rows(scratch, f"SELECT 1 FROM information_schema.EVENTS WHERE EVENT_SCHEMA = '{db}' LIMIT 1"):
+        return Survey((), "events could change the schema between steps")
     kinds = dict(_rows(scratch, f"SELECT TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{db}'"))
     if any(kind not in ("BASE TABLE", "VIEW") for kind in kinds.values()):
         return Survey((), "sequences or versioned tables")

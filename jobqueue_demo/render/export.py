@@ -130,25 +130,37 @@ def fence(text: str, info: str) -> str:
     return f"{marks}{info}\n{text.rstrip(chr(10))}\n{marks}"
 
 
+# Outside `code` spans a Markdown renderer takes these as HTML, links, images or emphasis.
+MD_ACTIVE = re.compile(r"([\\*_\[\]<>&!#|~])")
+
+
+def md_prose(text: str) -> str:
+    """A scenario's prose as Markdown shows it: plain text, as the HTML page escapes it, and
+    `code` spans kept. A lesson file is anyone's: raw, its <script> or [link](javascript:...)
+    ran wherever the page was published."""
+    pieces = re.split(r"(`[^`]+`)", text)
+    return "".join(p if i % 2 else MD_ACTIVE.sub(r"\\\1", p) for i, p in enumerate(pieces))
+
+
 def render_markdown(facts: LessonFacts) -> str:
     s = facts.scenario
-    parts = [f"# {s.title}"]
+    parts = [f"# {md_prose(s.title)}"]
     if s.summary:
-        parts.append(f"*{s.summary.strip()}*")
+        parts.append(f"*{md_prose(s.summary.strip())}*")
     parts.append(f"**{facts.verified_text}** · [Run it yourself](#run-it-yourself) · "
                  "[Scenario source](#scenario-source)")
-    parts += paragraphs(s.description)
+    parts += [md_prose(p) for p in paragraphs(s.description)]
     for run in facts.runs:
         parts.append(f"## {_heading(facts, run)}")
         for passage in passages(run.events, facts.scenario.prompts):
             if passage.deadlock is not None:
                 continue  # the transcript above it tells the cycle in text
             if passage.narration is not None:
-                parts.append("> " + " ".join(passage.narration.split()))
+                parts.append("> " + md_prose(" ".join(passage.narration.split())))
             else:
                 parts.append(fence("\n".join(p.line.text for p in passage.lines), "text"))
     if s.why.strip():
-        parts += [f"## {WHY_HEADING}", *paragraphs(s.why)]
+        parts += [f"## {WHY_HEADING}", *[md_prose(p) for p in paragraphs(s.why)]]
     parts += ["## Run it yourself", fence("\n".join(run_commands(facts.lesson, facts.scenario.engines)), "sh"), RUN_NOTE]
     parts += ["## Scenario source", fence(s.source, "yaml")]
     parts.append(f"---\n\n{facts.verified_text}.")

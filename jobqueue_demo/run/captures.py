@@ -9,16 +9,17 @@ the literal would not be the value), has no value and is sent as written, for th
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from ..engine.caps import was_cut
 from ..engine.result import Result
-from ..engine.scratch import literal
 from ..scenario.model import CAPTURE_REF, Statement
 
 
 class Captures:
-    def __init__(self, sessions: tuple[str, ...]):
+    def __init__(self, sessions: tuple[str, ...], literal: Callable[[str], str]):
         self.sessions = sessions
+        self.literal = literal  # the engine's: MySQL's escapes a backslash, PostgreSQL's does not
         self.values: dict[str, dict[str, str | None]] = {name: {} for name in sessions}
 
     def forget(self) -> None:
@@ -47,6 +48,6 @@ class Captures:
                 return "NULL"
             if re.fullmatch(r"-?\d+(\.\d+)?", value):
                 return value
-            return literal(value)
+            return self.literal(value)
 
         return CAPTURE_REF.sub(written, step.sql)

@@ -75,7 +75,10 @@ class Connections:
             self._run_setup()
 
     def survey(self) -> Survey:
-        return self.seam.survey(self.scratch, [s.sql for _, s in self.scenario.statements()])
+        # Invariants run between schedules on the per-run user's connection, several
+        # statements a query: their SQL may change the schema as a step's may.
+        sqls = [s.sql for _, s in self.scenario.statements()] + [i.sql for i in self.scenario.invariants]
+        return self.seam.survey(self.scratch, sqls)
 
     def snapshot(self, tables: tuple[str, ...]) -> TableSnapshot:
         # The restore writes the scenario's tables, so whatever fires on them runs with the

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..engine.result import Result
+from ..engine.result import Result, shown
 from ..engine.server import ServerInfo
 from ..engine.session import Session
 from ..engine.waits import QUEUED
@@ -113,7 +113,7 @@ class Driver:
         self.conns = Connections(scenario, server, options.step_timeout, options.session_settings)
         self.database = self.conns.database
         self.footprint = None
-        self.captures = Captures(scenario.session_names)
+        self.captures = Captures(scenario.session_names, server.dialect.literal)
         self.started = 0.0
         self._inflight: dict[str, tuple[int, Statement, str]] = {}
         self._waits: dict[str, ev.Waiting] = {}
@@ -194,11 +194,12 @@ class Driver:
         sql = self.captures.substitute(step)
         if self.server.nodes and COMMIT.match(sql):
             self.conns.apply_before_commit(session)
-        self._inflight[session.name] = (index, step, sql)
+        # The events show what was sent, a captured value's control characters written out.
+        self._inflight[session.name] = (index, step, shown(sql))
         early = session.send(sql)
         if early is not None:
             del self._inflight[session.name]
-            yield ev.Completed(index, step.session, sql, step.comment, early, self.now())
+            yield ev.Completed(index, step.session, shown(sql), step.comment, early, self.now())
             return
         yield from self.settle(lead=session)
 

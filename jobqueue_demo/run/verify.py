@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import events as ev
-from ..engine.result import Result
+from ..engine.result import Result, shown
 from ..scenario.model import Expectation, Scenario
 
 
@@ -121,8 +121,9 @@ def _waits(flag: bool) -> str:
 
 
 def flow(values) -> str:
-    """A row or a list of names as the reports print it: [1, NULL, x]."""
-    return "[" + ", ".join("NULL" if v is None else str(v) for v in values) + "]"
+    """A row or a list of names as the reports print it: [1, NULL, x], control characters
+    written out as the transcript writes them."""
+    return "[" + ", ".join("NULL" if v is None else shown(str(v)) for v in values) + "]"
 
 
 def describe_expectation(expect: Expectation) -> str:
@@ -143,7 +144,7 @@ def describe_expectation(expect: Expectation) -> str:
 def describe_result(result: Result) -> str:
     if result.error is not None:
         name = result.error.name
-        return f"error {result.error.code}" + (f" ({name})" if name else "") + f": {result.error.message}"
+        return f"error {result.error.code}" + (f" ({name})" if name else "") + f": {shown(result.error.message)}"
     if result.is_rows:
         if result.omitted:
             total = len(result.rows) + result.omitted

@@ -53,9 +53,12 @@ EXPECT_KEYS = {"ok", "columns", "rows", "affected", "error", "waits"}
 
 # Table options that put a table's files in a directory the statement names, outside the
 # server's own. The embedded server ignores them (--symbolic-links=0) and a --dsn server is
-# not ours to configure: refused here, comments between the words included. Only the plain
-# forms: SQL built from strings at run time is the server's to refuse.
-PLACES_FILES = re.compile(r"\b(DATA|INDEX)(?:\s|/\*.*?\*/|(?:--|#)[^\n]*\n)+DIRECTORY\b", re.IGNORECASE | re.DOTALL)
+# not ours to configure: refused here, comments between the words included, and the marks of
+# an executable comment (/*!, /*M!100000, */), whose text the server runs: `/*!DATA*/ DIRECTORY`
+# is DATA DIRECTORY to it. Only the plain forms: SQL built from strings at run time is the
+# server's to refuse.
+_BETWEEN_WORDS = r"(?:\s|/\*(?!M?!).*?\*/|/\*M?!\d*|\*/|(?:--|#)[^\n]*\n)+"
+PLACES_FILES = re.compile(rf"\b(DATA|INDEX){_BETWEEN_WORDS}DIRECTORY\b", re.IGNORECASE | re.DOTALL)
 
 
 def load_scenario(path: str) -> Scenario:
@@ -94,8 +97,15 @@ def _read_text(path: str) -> str:
     return text
 
 
+# What a terminal acts on instead of showing: C0 controls but tab and newline, DEL, C1. YAML
+# refuses them raw, but a double-quoted string makes them ("\e]0;...\a", "\x9b", "\r"), and
+# the transcript prints a lesson's text as it is.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def _compose(path: str, text: str) -> yaml.Node:
-    """Parse to nodes, refusing aliases and deep nesting before anything is built from them.
+    """Parse to nodes, refusing aliases, deep nesting and control characters before anything
+    is built from them.
 
     Aliases are refused outright: a scenario never needs them and they are how a small file
     expands into a huge document.
@@ -105,6 +115,9 @@ def _compose(path: str, text: str) -> yaml.Node:
         for event in yaml.parse(text, Loader=SafeLoader):
             if isinstance(event, yaml.AliasEvent):
                 _fail_at(path, event.start_mark, "YAML aliases (*name) are not allowed in scenarios")
+            if isinstance(event, yaml.ScalarEvent) and (found := CONTROL.search(event.value)):
+                _fail_at(path, event.start_mark, f"the control character U+{ord(found.group()):04X} is not allowed: "
+                         "a terminal would act on it, not show it (SQL can make one: CHAR(27), chr(27))")
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
