@@ -329,6 +329,20 @@ def test_snapshot_reset_matches_rebuilding_the_schema(pg_embedded):
     assert {outcome for _, outcome in fast} == {"ok", "violated"}
 
 
+
+def test_an_invariant_that_errors_is_a_violation_with_its_error(tmp_path, pg_embedded):
+    from jobqueue_demo.explore.search import ExploreOptions, explore
+
+    text = (DATA / "claim-without-lock-explore.yaml").read_text()
+    broken = tmp_path / "erroring-invariant.yaml"
+    broken.write_text(text.replace("sql: SELECT id, runs FROM jobs WHERE runs > 1 ORDER BY id", "sql: SELECT 1/0"))
+    report = explore(core.load(str(broken)), pg_embedded, ExploreOptions(max_schedules=5))
+    [finding] = [f for f in report.findings if f.kind == "violated"]
+    assert finding.what == "no job done twice"
+    # Shortening the counterexample compares the failed invariants' errors of two schedules.
+    [check] = [c for c in finding.shortest.checks if not c.held]
+    assert check.got.error.code == "22012"
+
 # -- a server that stops answering ---------------------------------------------------------
 
 FROZEN_STEP_TIMEOUT_S = 3

@@ -28,8 +28,8 @@ RESET_SESSION = (
 
 
 # Here, with the session that makes it, not in result.py: a MariaDB run does not define it.
-# Plain, as SqlError is: a dataclass cannot be frozen over a plain base.
-@dataclass
+# Plain and hashable by identity, as SqlError is: a dataclass cannot be frozen over a plain base.
+@dataclass(eq=False)
 class PgError(SqlError):
     """A PostgreSQL error: no number (`errno` 0), its `code` is the SQLSTATE."""
 
