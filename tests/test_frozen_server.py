@@ -1,5 +1,5 @@
 """A server that stops answering (SIGSTOP) cannot hold the CLI: exit 3 after the step
-timeout, exit 130 soon after Ctrl-C or SIGTERM. Only a private server is ever frozen."""
+timeout, exit 130 soon after Ctrl-C (143 after SIGTERM). Only a private server is ever frozen."""
 
 from __future__ import annotations
 
@@ -60,14 +60,14 @@ def test_frozen_server_ends_the_run_with_exit_3_after_the_step_timeout(private_s
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_interrupt_while_the_server_is_frozen_exits_130_at_once(private_server, signum):
+def test_interrupt_while_the_server_is_frozen_exits_at_once(private_server, signum):
     proc = start_frozen_run(private_server)
     time.sleep(0.5)
     proc.send_signal(signum)
     sent = time.monotonic()
     _, err = proc.communicate(timeout=30)
     took = time.monotonic() - sent
-    assert proc.returncode == 130, err
+    assert proc.returncode == 128 + signum, err
     assert "Traceback" not in err
     # 0.5-0.9 s measured (the clean-up's grace for an answer is 0.4 s); loose, as above.
     assert took < 2.0, took

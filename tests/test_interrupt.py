@@ -1,4 +1,5 @@
-"""Ctrl-C at any point: sessions rolled back, scratch database dropped, server stopped, exit 130."""
+"""Ctrl-C (or SIGTERM, SIGHUP) at any point: sessions rolled back, scratch database dropped,
+server stopped, exit 128 + the signal's number (130 for Ctrl-C), the signal named on one line."""
 
 from __future__ import annotations
 
@@ -47,7 +48,9 @@ def test_interrupt_rolls_back_and_drops_scratch_database(local, signum):
     args = ("run", "tests/data/long-wait.yaml", "--step-timeout", "60", "--format", "json")
     proc = start(*args, env={"JOBQUEUE_DEMO_DSN": LOCAL_DSN})
     code, out, err = interrupt_while_waiting(proc, signum)
-    assert code == 130, err
+    assert code == 128 + signum, err
+    said = {signal.SIGINT: "interrupted (Ctrl-C)", signal.SIGTERM: "terminated by SIGTERM"}[signum]
+    assert err.splitlines()[1:] == [f"jobqueue-demo: {said}"], err  # after the heading (JSON on stdout)
     events = [json.loads(line) for line in out.splitlines() if line.strip()]
     assert any(e["event"] == "wait_start" and e["blockers"] == ["A"] for e in events)
     assert "Traceback" not in err
@@ -66,6 +69,7 @@ def test_ctrl_c_stops_the_embedded_server(tmp_path):
     proc = start("run", "tests/data/long-wait.yaml", "--step-timeout", "60", env={"TMPDIR": str(tmp_path)})
     code, out, err = interrupt_while_waiting(proc)
     assert code == 130, err
+    assert err.splitlines()[-1] == "jobqueue-demo: interrupted (Ctrl-C)", err
     assert "waiting for a row lock held by A" in out
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("jobqueue-demo-")] == []
     alive = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True)
