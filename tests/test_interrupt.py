@@ -74,3 +74,46 @@ def test_ctrl_c_stops_the_embedded_server(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("jobqueue-demo-")] == []
     alive = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True)
     assert alive.stdout.strip() == ""
+
+
+# The catalogs a run writes while it sets up: CREATE ROLE waits on one, CREATE DATABASE on the other.
+SETUP_CATALOGS = ("pg_authid", "pg_database")
+
+
+@pytest.mark.parametrize(
+    "args", [("run", "nowait"), ("verify", "nowait"), ("workers", "-w", "2", "-j", "20")], ids=["run", "verify", "workers"]
+)
+def test_ctrl_c_during_setup_on_postgresql_drops_what_was_made(pg_embedded, args):
+    """Ctrl-C while the server runs the run's CREATE ROLE or CREATE DATABASE: the statement
+    completes on the server after the signal, and the clean-up must still drop what it made.
+    The moment is made certain by holding the catalog the statement writes."""
+    from jobqueue_demo.engine import pg_control as control
+
+    dsn = f"postgresql://postgres@localhost/postgres?host={pg_embedded.params.socket_dir}"
+    holder = pg_embedded.params.connect()
+    watcher = pg_embedded.params.connect()
+    try:
+        control.execute(holder, "BEGIN")
+        for catalog in SETUP_CATALOGS:
+            control.execute(holder, f"LOCK TABLE {catalog} IN SHARE ROW EXCLUSIVE MODE")
+        proc = start(*args, "--dsn", dsn, env={})
+        waiting = "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'CREATE %'"
+        deadline = time.monotonic() + 30
+        while not control.rows(watcher, waiting):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        control.execute(holder, "COMMIT")
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err
+        assert err.splitlines()[-1] == "jobqueue-demo: interrupted (Ctrl-C)", err
+        # A statement the run left behind goes on in its backend after the run has exited.
+        runs = "SELECT 1 FROM pg_stat_activity WHERE application_name LIKE 'jobqueue-demo jqd%' OR datname LIKE 'jqd%'"
+        deadline = time.monotonic() + 30
+        while control.rows(watcher, runs) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        left = "SELECT datname FROM pg_database WHERE datname LIKE 'jqd%' UNION ALL SELECT rolname FROM pg_roles WHERE rolname LIKE 'jqd%'"
+        assert control.rows(watcher, left) == ()
+    finally:
+        holder.close()
+        watcher.close()

@@ -37,6 +37,11 @@ def rows(conn, sql: str) -> tuple[tuple[str | None, ...], ...]:
     timeout = getattr(conn, "answer_timeout", ANSWER_TIMEOUT_S)
     pgconn = conn.pgconn
     try:
+        if pgconn.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
+            # A stop signal cut short the wait for the last statement's answer: libpq takes one
+            # statement at a time, and the clean-up's DROP must come after a CREATE the server
+            # may still be running.
+            collect(pgconn, 0.0, timeout)
         pgconn.send_query(sql.encode("utf-8"))
         result = collect(pgconn, 0.0, timeout)
     except FetchTimeout:
