@@ -89,3 +89,40 @@ def test_ctrl_c_while_connecting_to_a_frozen_server_exits_130_at_once(private_se
     assert proc.returncode == 130, err
     # 0.03 s measured; before, Ctrl-C waited for the connect timeout. Loose bound, as above.
     assert time.monotonic() - sent < 2.0
+
+
+SILENT_SERVER = """
+import sys, threading
+from jobqueue_demo.engine.server import parse_dsn
+from jobqueue_demo.errors import ServerError
+
+params = parse_dsn(sys.argv[1])
+waiting = params.connect(answer_timeout=600)  # opened before the freeze, as explore's other thread's
+print("frozen", flush=True)
+sys.stdin.readline()
+try:
+    params.connect(answer_timeout=1)  # explore's reconnect after a disconnect fault
+except ServerError as e:
+    print(e)
+try:
+    waiting.query(b"SELECT 1")
+except Exception as e:
+    print(e)
+"""
+
+
+def test_a_silent_server_ends_every_wait_one_step_timeout_after_it_fell_silent(private_server):
+    """A connect waits no longer than the answer timeout, and once one connection went
+    unanswered for it, the process's other connections (explore's other thread, the
+    clean-up) no longer wait a timeout of their own: before, explore took 6-11 s to end."""
+    dsn = f"mysql://root@localhost/?unix_socket={private_server.params.unix_socket}"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SILENT_SERVER, dsn], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    assert proc.stdout.readline() == "frozen\n", proc.stderr.read()
+    os.kill(private_server._process.pid, signal.SIGSTOP)
+    out, err = proc.communicate("\n", timeout=30)  # the second wait alone was 600 s
+    lines = out.splitlines()
+    assert lines[0].endswith("the server did not answer within 1 s"), out + err
+    assert "did not answer" in lines[1], out + err

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import FetchTimeout
 from .control import ControlError
+from .deadlines import note_silence
 from .pg_errors import CONNECTION_FAILURE, LOST_CONNECTION
 from .server import ANSWER_TIMEOUT_S
 
@@ -46,6 +47,7 @@ def rows(conn, sql: str) -> tuple[tuple[str | None, ...], ...]:
         result = collect(pgconn, 0.0, timeout)
     except FetchTimeout:
         shut(pgconn)
+        note_silence()
         conn.dropped = f"the server did not answer within {timeout:g} s"
         raise ControlError(conn.dropped, CONNECTION_FAILURE) from None
     except psycopg.OperationalError as exc:  # from send_query: the connection is gone

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import FetchTimeout, ServerError
-from .deadlines import INTERRUPT_GRACE_S, shutdown_socket, wait_readable
+from .deadlines import INTERRUPT_GRACE_S, note_silence, shutdown_socket, wait_readable
 from .pg_errors import CONNECTION_FAILURE, LOST_CONNECTION
 from .result import Result, SqlError
 from .server import ANSWER_TIMEOUT_S
@@ -225,6 +225,7 @@ def answer(conn, sql: str) -> Result:
         result = collect(pgconn, started, timeout)
     except FetchTimeout:
         shut(pgconn)
+        note_silence()
         raise ServerError(f"the server did not answer within {timeout:g} s") from None
     if result.error and result.error.code in LOST_CONNECTION:
         raise ServerError(f"lost the control connection: {result.error.message}")
