@@ -126,3 +126,21 @@ def test_a_silent_server_ends_every_wait_one_step_timeout_after_it_fell_silent(p
     lines = out.splitlines()
     assert lines[0].endswith("the server did not answer within 1 s"), out + err
     assert "did not answer" in lines[1], out + err
+
+
+def test_workers_on_a_frozen_server_exit_3_not_as_a_stall(private_server):
+    """Before, a stall was reported after the server had been waited for 60 s more: exit 1
+    after 90 s (`bench` the same, it runs the workers)."""
+    env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"}
+    dsn = f"mysql://root@localhost/?unix_socket={private_server.params.unix_socket}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobqueue_demo", "workers", "-w", "2", "-j", "100000", "--stall", "1", "--dsn", dsn],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**env, "PYTHONUNBUFFERED": "1"}, cwd=ROOT,
+    )
+    while "-- workers:" not in proc.stderr.readline():
+        assert proc.poll() is None, proc.stderr.read()
+    time.sleep(0.5)  # the workers are claiming
+    os.kill(private_server._process.pid, signal.SIGSTOP)
+    _, err = proc.communicate(timeout=40)
+    assert proc.returncode == 3, err
+    assert err.splitlines()[-1] == "jobqueue-demo: lost the control connection: the server did not answer within 10 s", err

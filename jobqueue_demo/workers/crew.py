@@ -45,6 +45,9 @@ READY_TIMEOUT_S = 30.0
 # A run with no completed job for this long is stuck (or the server is); long enough for
 # the slowest strategy at the largest --work-ms.
 STALL_S = 30.0
+# The control connection's longest wait for an answer: a server silent this long is gone
+# (exit 3), found well within the stall window; the run's default step timeout.
+ANSWER_TIMEOUT_S = 10.0
 # Below a few supervising ticks a run would count its own start as a stall.
 STALL_RANGE_S = (0.1, 3600)
 PROGRESS_EVERY_S = 0.25
@@ -231,7 +234,7 @@ class Scratch:
         self.server = server
         self.queue = server.seam.queue()
         # The workers' SQL is the tool's own: no per-run user to confine it.
-        self.database = server.seam.scratch(server, confine=False)
+        self.database = server.seam.scratch(server, confine=False, answer_timeout=ANSWER_TIMEOUT_S)
         self.name = self.database.name
         # On a cluster, each node's counters, the workers' threads on their nodes, a stall's
         # picture read on every node, each node's rows.
