@@ -4,6 +4,7 @@ server stopped, exit 128 + the signal's number (130 for Ctrl-C), the signal name
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -12,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import LOCAL_DSN, ROOT, local_server_reachable, scratch_databases
+from conftest import LOCAL_DSN, ROOT, dsn_env, local_server_reachable, scratch_databases
 
 
 def start(*args: str, env: dict) -> subprocess.Popen:
@@ -117,3 +118,19 @@ def test_ctrl_c_during_setup_on_postgresql_drops_what_was_made(pg_embedded, args
     finally:
         holder.close()
         watcher.close()
+
+
+def test_ctrl_c_in_explore_prints_the_schedules_run_so_far(embedded):
+    """The whole space takes seconds; Ctrl-C a second in: a report of what ran, not silence."""
+    before = scratch_databases(embedded)
+    proc = start("explore", "claim-without-lock-explore", "--faults", "rollback,disconnect", env=dsn_env(embedded))
+    assert "exploring on" in proc.stdout.readline()
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert re.match(r"space: [\d,]+ schedules run, interrupted \(Ctrl-C\) \(up to 2,900 before waits", out), out
+    assert re.search(r"^outcomes: ok \d+", out, re.M), out
+    assert re.search(r"^verdict: interrupted \(Ctrl-C\) after [\d,]+ schedule\(s\): ", out, re.M), out
+    assert err.splitlines() == ["jobqueue-demo: interrupted (Ctrl-C)"], err
+    assert scratch_databases(embedded) - before == set()

@@ -70,6 +70,8 @@ def explore(
     else:
         print_report(report, sys.stdout, color_on(sys.stdout))
         print(verdict(report))
+    if report.stopped is not None:
+        raise report.stopped  # told and ended at the CLI's boundary, as any stop signal
     if report.failed:
         raise typer.Exit(EXIT_MISMATCH)
 
