@@ -26,7 +26,7 @@ from pathlib import Path
 
 from . import claimers
 from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed, WorkerSpec
-from ..errors import ServerError, UsageError, WorkersStuck
+from ..errors import ServerError, UsageError, WorkersStuck, stop_of
 from .lifeline import RUN_PID_ENV
 from ..engine.node_waits import on_node
 from ..engine.owner import hold_for_life
@@ -190,14 +190,22 @@ class WorkersSummary:
     per_worker: list[WorkerView] = field(default_factory=list)
     nodes: int = 1  # the Galera nodes the workers were spread over
     nodes_agree: bool | None = None  # every node holds the same jobs and completions (a cluster)
+    # The stop signal (a KeyboardInterrupt) that ended the run early: the figures are what the
+    # workers counted until then, and the queue was not checked.
+    stopped: BaseException | None = field(default=None, repr=False)
 
     @property
     def invariants_hold(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0 and self.completed == self.jobs and self.nodes_agree is not False
+        return (
+            self.stopped is None and self.lost == 0 and self.duplicated == 0 and self.completed == self.jobs
+            and self.nodes_agree is not False
+        )
 
     @property
     def verdict(self) -> str:
         """One line that says whether the run kept its promises."""
+        if self.stopped is not None:
+            return f"{stop_of(self.stopped)} after {self.completed} of {self.jobs} job(s) completed; the queue was not checked"
         if self.invariants_hold:
             return "invariants hold: no job lost, none done twice" + (" on every node" if self.nodes > 1 else "")
         if self.nodes_agree is False:
@@ -209,7 +217,8 @@ class WorkersSummary:
 
     def as_dict(self) -> dict:
         """The summary as flat JSON-ready values, per-worker rows included."""
-        out = asdict(self)
+        out = asdict(replace(self, stopped=None))
+        out["stopped"] = None if self.stopped is None else str(stop_of(self.stopped))
         out["invariants_hold"] = self.invariants_hold
         out["verdict"] = self.verdict
         return out
@@ -566,21 +575,35 @@ def _on_nodes(config: WorkersConfig, server: ServerInfo, scratch: Scratch, crew:
 
     scratch.nodes.wait_for_jobs()
     summary = _run(config, server, scratch, crew, on_progress)
+    if summary.stopped is not None:
+        return summary
     return replace(summary, nodes=len(server.nodes), nodes_agree=agree(scratch.nodes.states()))
 
 
 def _run(config: WorkersConfig, server: ServerInfo, scratch: Scratch, crew: Crew, on_progress) -> WorkersSummary:
-    crew.start(_specs(config, server, scratch))
-    crew.wait_ready()
-    waits_before = scratch.row_lock_waits()
     killer = Killer(config.kill, config.jobs, random.Random())
-    started = crew.go()
-    _supervise(crew, scratch, killer, _Watch(config, started, waits_before, on_progress))
+    started = time.monotonic()
+    try:
+        crew.start(_specs(config, server, scratch))
+        crew.wait_ready()
+        waits_before = scratch.row_lock_waits()
+        started = crew.go()
+        _supervise(crew, scratch, killer, _Watch(config, started, waits_before, on_progress))
+    except KeyboardInterrupt as stop:
+        return _stopped(config, server, crew, killer, started, stop)
     killer.wait_for_notice(scratch)
     scratch.settle()
     ended = max(crew.shared.last_commit, default=started)
     waits = _waits_since(scratch, waits_before)
     return _summary(config, server, crew, check(scratch, killer.kills), killer.kills, max(ended - started, 1e-9), waits)
+
+
+def _stopped(config: WorkersConfig, server: ServerInfo, crew: Crew, killer: Killer, started: float, stop) -> WorkersSummary:
+    """What the workers counted before a stop signal; the server is asked nothing more, so the
+    queue is not checked (the run's clean-up still drops it)."""
+    counted = QueueCheck(crew.total(Field.COMPLETED), lost=0, effects=0, external_duplicates=0, reclaimed=0, rerun_ms=[])
+    summary = _summary(config, server, crew, counted, killer.kills, max(time.monotonic() - started, 1e-9), None)
+    return replace(summary, stopped=stop)
 
 
 def row_lock_waits_scope(server: ServerInfo, counted: bool = True) -> str:
