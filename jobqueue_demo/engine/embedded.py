@@ -451,7 +451,7 @@ class Throwaway:
             yield
         except OSError as exc:
             self.stop()
-            raise ServerError(f"cannot start the {what}: {exc}") from exc
+            raise ServerError(f"cannot start the {what}: {os_error_line(exc)}") from exc
         except BaseException:
             self.stop()
             raise
@@ -464,6 +464,24 @@ class Throwaway:
     def stop_all() -> None:
         for left in list(Throwaway.alive):
             left.stop()
+
+
+# An OSError's own text can be huge: shutil.copytree's lists every file that failed, each
+# with both paths (a full disk: 74 KB for MariaDB's template, 245 KB for PostgreSQL's).
+OS_ERROR_MAX_CHARS = 300
+
+
+def os_error_line(exc: OSError) -> str:
+    """One short line for an OSError: for a failed copy, its first failure and how many more."""
+    failures = exc.args[0] if isinstance(exc, shutil.Error) and exc.args else None
+    if isinstance(failures, list) and failures and len(failures[0]) == 3:
+        source, target, why = failures[0]
+        reason = str(why).split(": '", 1)[0]  # "[Errno 28] No space left on device", without the paths
+        more = f" (and {len(failures) - 1} more file(s))" if len(failures) > 1 else ""
+        text = f"copying {source} to {target}: {reason}{more}"
+    else:
+        text = " ".join(str(exc).split())
+    return text if len(text) <= OS_ERROR_MAX_CHARS else text[: OS_ERROR_MAX_CHARS - 1] + "…"
 
 
 def remove_workdir(workdir: Path | None, owner) -> None:
