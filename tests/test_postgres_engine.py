@@ -519,3 +519,31 @@ def test_a_dsn_role_that_is_no_superuser(pg_local):
     finally:
         execute(admin, f"DROP ROLE {quote(name)}")
         admin.close()
+
+
+def _segment(datadir: Path) -> tuple[str, str]:
+    key, shmid = (datadir / "postmaster.pid").read_text().splitlines()[6].split()
+    return key, shmid
+
+
+def _segments() -> set[tuple[str, str]]:
+    return {tuple(row.split()[:2]) for row in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]}
+
+
+def test_a_killed_embedded_postgresql_leaves_no_shared_memory():
+    """SIGKILL of the postmaster skips its own clean-up: its System V segment stayed until
+    the machine restarted, and its dynamic shared memory in /dev/shm with it."""
+    from jobqueue_demo.engine import pg_control as control
+    from jobqueue_demo.engine.pg_server import EmbeddedPostgres
+
+    server = EmbeddedPostgres()
+    server.start()
+    try:
+        segment = _segment(server.workdir / "data")
+        assert segment in _segments()
+        conn = server.params.connect()  # a backend attached to it
+        assert control.value(conn, "SHOW dynamic_shared_memory_type") == "mmap"
+        os.kill(server._process.pid, signal.SIGKILL)
+    finally:
+        server.stop()
+    assert segment not in _segments()

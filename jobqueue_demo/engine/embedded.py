@@ -23,6 +23,7 @@ from typing import Callable, Iterator
 
 from jobqueue_demo.errors import ServerError, StartFailed, UnusableTemplate
 from jobqueue_demo.engine.owner import hold
+from jobqueue_demo.engine.pg_shm import release_segment
 from jobqueue_demo.engine.server import DSN_ENV, ConnectParams, ServerInfo, parse_version, server_info
 
 SERVER_NAMES = ("mariadbd", "mysqld")
@@ -487,6 +488,7 @@ def os_error_line(exc: OSError) -> str:
 def remove_workdir(workdir: Path | None, owner) -> None:
     """A run's directory gone, then its owner marker released (see owner.py)."""
     if workdir is not None:
+        release_segment(workdir / "data")  # a killed PostgreSQL's; nothing for MariaDB
         shutil.rmtree(workdir, ignore_errors=True)
     if owner is not None:
         owner.close()

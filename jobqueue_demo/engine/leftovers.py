@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import control
 from .owner import claim_if_dead
+from .pg_shm import release_segment
 from .scratch import DROP_LOCK_WAIT_S, PREFIX, RUN_NAME, SNAPSHOT_SUFFIX, drop_bounded, literal
 
 OLD_NAME = re.compile(rf"^{PREFIX}[0-9a-f]{{10}}({SNAPSHOT_SUFFIX})?$")
@@ -128,6 +129,7 @@ def sweep_dirs(dry_run: bool = False, folder: Path | None = None) -> Sweep:
                 continue  # alive, or not ours
             try:
                 if not dry_run:
+                    release_segment(path / "data")  # a killed embedded PostgreSQL's
                     shutil.rmtree(path, ignore_errors=True)
                 out.found.append(Found("directory", str(path), done(dry_run), GONE))
             finally:
