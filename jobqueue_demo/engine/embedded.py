@@ -107,9 +107,20 @@ def _inspect_binary(path: Path) -> ServerBinary:
     return ServerBinary(path=path, version_text=version_text, flavor=flavor, version=version)
 
 
-def run_command(command: list[str], what: str, timeout: float = 30, preexec: Callable[[], None] | None = None) -> str:
+# A parent-death signal reaches only the process it is set on, not the subshells and the
+# bootstrap server mariadb-install-db starts: this shell, in their process group, kills the
+# group whole when it gets SIGTERM, the parent-death signal it is given (kill -9 of the run).
+GROUP_GUARD = ["/bin/sh", "-c", 'trap "kill -KILL 0" TERM; "$@" & wait $!', "sh"]
+
+
+def run_command(
+    command: list[str], what: str, timeout: float = 30, preexec: Callable[[], None] | None = None,
+    group_dies_with_us: bool = False,
+) -> str:
     # A process group of its own, killed whole on any exit from here (Ctrl-C, SIGTERM, a
     # timeout): mariadb-install-db is a script whose bootstrap server would outlive it.
+    if group_dies_with_us:
+        command, preexec = GROUP_GUARD + command, die_with_parent(signal.SIGTERM)
     try:
         process = subprocess.Popen(
             command,
@@ -261,7 +272,7 @@ def _install_mariadb(binary: ServerBinary, datadir: Path) -> None:
         "--skip-test-db",
         f"--innodb-log-file-size={LOG_FILE_SIZE}",
     ]
-    run_command(command, Path(install_db).name, timeout=INSTALL_TIMEOUT_S)
+    run_command(command, Path(install_db).name, timeout=INSTALL_TIMEOUT_S, group_dies_with_us=True)
 
 
 def _install_mysql(binary: ServerBinary, datadir: Path) -> None:
@@ -338,8 +349,8 @@ def server_command(binary: ServerBinary, template: Template, workdir: Path) -> l
     return command + _user_option()
 
 
-def die_with_parent() -> Callable[[], None] | None:
-    """A preexec_fn making the server get SIGKILL when we die, even by SIGKILL.
+def die_with_parent(signum: int = signal.SIGKILL) -> Callable[[], None] | None:
+    """A preexec_fn making the server get `signum` (SIGKILL) when we die, even by SIGKILL.
 
     Linux only. The signal follows the *thread* that started the server, so
     start it from a thread that lives as long as the server is needed.
@@ -355,7 +366,7 @@ def die_with_parent() -> Callable[[], None] | None:
     parent = os.getpid()
 
     def arm() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        prctl(PR_SET_PDEATHSIG, signum)
         # We may have died between fork and prctl; then nobody would ever stop the server.
         if os.getppid() != parent:
             os._exit(1)
