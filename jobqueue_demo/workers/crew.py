@@ -26,7 +26,7 @@ from pathlib import Path
 
 from . import claimers
 from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed, WorkerSpec
-from ..errors import ServerError, UsageError, WorkersStuck, stop_of
+from ..errors import STOP_WORDS, ServerError, UsageError, WorkersStuck, stop_of
 from .lifeline import RUN_PID_ENV
 from ..engine.node_waits import on_node
 from ..engine.owner import hold_for_life
@@ -394,9 +394,13 @@ class Crew:
         for spec in specs:
             reader, writer = self.ctx.Pipe(duplex=False)
             process = self.ctx.Process(target=claimers.worker_main, args=(spec, self.shared, writer), daemon=True)
-            process.start()
+            # A stop signal waits until the process is recorded, so stop() kills it: one started
+            # and then forgotten went on unpickling the shared counters the clean-up had
+            # removed, and printed a traceback.
+            with _stop_signals_held():
+                process.start()
+                self.processes.append(process)
             writer.close()
-            self.processes.append(process)
             self.pipes.append(reader)
 
     def wait_ready(self) -> None:
@@ -604,6 +608,16 @@ def _stopped(config: WorkersConfig, server: ServerInfo, crew: Crew, killer: Kill
     counted = QueueCheck(crew.total(Field.COMPLETED), lost=0, effects=0, external_duplicates=0, reclaimed=0, rerun_ms=[])
     summary = _summary(config, server, crew, counted, killer.kills, max(time.monotonic() - started, 1e-9), None)
     return replace(summary, stopped=stop)
+
+
+@contextlib.contextmanager
+def _stop_signals_held():
+    """The stop signals held back while the block runs, and delivered after it."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_WORDS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def row_lock_waits_scope(server: ServerInfo, counted: bool = True) -> str:
