@@ -144,3 +144,43 @@ def test_workers_on_a_frozen_server_exit_3_not_as_a_stall(private_server):
     _, err = proc.communicate(timeout=40)
     assert proc.returncode == 3, err
     assert err.splitlines()[-1] == "jobqueue-demo: lost the control connection: the server did not answer within 10 s", err
+
+
+INVARIANT_ON_A_SILENT_SERVER = """
+import sys, threading, time
+from jobqueue_demo import api
+from jobqueue_demo.engine.server import parse_dsn
+from jobqueue_demo.engine.session import answer
+
+conn = parse_dsn(sys.argv[1]).connect(answer_timeout=600)
+print("frozen", flush=True)
+sys.stdin.readline()
+outcome = []
+checking = threading.Thread(target=lambda: outcome.append(_try()), daemon=True)
+
+def _try():
+    try:
+        return answer(conn, "SELECT 1")
+    except Exception as e:
+        return e
+
+checking.start()  # explore checks its invariants on its own threads
+time.sleep(0.3)
+api.note_interrupt()  # Ctrl-C on the main thread
+checking.join()
+print(outcome[0])
+"""
+
+
+def test_ctrl_c_ends_an_invariant_check_on_a_frozen_server(private_server):
+    """Explore's invariant check read its answer with a blocking call that only the socket's
+    read timeout ended: its Ctrl-C waited that long (2.5 s with --step-timeout 3, 600 s here)."""
+    dsn = f"mysql://root@localhost/?unix_socket={private_server.params.unix_socket}"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", INVARIANT_ON_A_SILENT_SERVER, dsn], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    assert proc.stdout.readline() == "frozen\n", proc.stderr.read()
+    os.kill(private_server._process.pid, signal.SIGSTOP)
+    out, err = proc.communicate("\n", timeout=30)
+    assert out.strip() == "lost the control connection: the server did not answer within 600 s", out + err
