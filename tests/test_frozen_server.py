@@ -91,6 +91,19 @@ def test_ctrl_c_while_connecting_to_a_frozen_server_exits_130_at_once(private_se
     assert time.monotonic() - sent < 2.0
 
 
+def script_on_a_frozen_server(script: str, server) -> tuple[str, str]:
+    """`script` run with the server's DSN: it connects, prints "frozen" and waits for a line,
+    which it gets once the server is frozen. Its output, within 30 s."""
+    dsn = f"mysql://root@localhost/?unix_socket={server.params.unix_socket}"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, dsn], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    assert proc.stdout.readline() == "frozen\n", proc.stderr.read()
+    os.kill(server._process.pid, signal.SIGSTOP)
+    return proc.communicate("\n", timeout=30)
+
+
 SILENT_SERVER = """
 import sys, threading
 from jobqueue_demo.engine.server import parse_dsn
@@ -115,14 +128,7 @@ def test_a_silent_server_ends_every_wait_one_step_timeout_after_it_fell_silent(p
     """A connect waits no longer than the answer timeout, and once one connection went
     unanswered for it, the process's other connections (explore's other thread, the
     clean-up) no longer wait a timeout of their own: before, explore took 6-11 s to end."""
-    dsn = f"mysql://root@localhost/?unix_socket={private_server.params.unix_socket}"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SILENT_SERVER, dsn], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, cwd=ROOT,
-    )
-    assert proc.stdout.readline() == "frozen\n", proc.stderr.read()
-    os.kill(private_server._process.pid, signal.SIGSTOP)
-    out, err = proc.communicate("\n", timeout=30)  # the second wait alone was 600 s
+    out, err = script_on_a_frozen_server(SILENT_SERVER, private_server)  # the second wait alone was 600 s
     lines = out.splitlines()
     assert lines[0].endswith("the server did not answer within 1 s"), out + err
     assert "did not answer" in lines[1], out + err
@@ -175,12 +181,5 @@ print(outcome[0])
 def test_ctrl_c_ends_an_invariant_check_on_a_frozen_server(private_server):
     """Explore's invariant check read its answer with a blocking call that only the socket's
     read timeout ended: its Ctrl-C waited that long (2.5 s with --step-timeout 3, 600 s here)."""
-    dsn = f"mysql://root@localhost/?unix_socket={private_server.params.unix_socket}"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", INVARIANT_ON_A_SILENT_SERVER, dsn], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, cwd=ROOT,
-    )
-    assert proc.stdout.readline() == "frozen\n", proc.stderr.read()
-    os.kill(private_server._process.pid, signal.SIGSTOP)
-    out, err = proc.communicate("\n", timeout=30)
+    out, err = script_on_a_frozen_server(INVARIANT_ON_A_SILENT_SERVER, private_server)
     assert out.strip() == "lost the control connection: the server did not answer within 600 s", out + err
