@@ -2,12 +2,43 @@
 
 from __future__ import annotations
 
+import signal
+
 EXIT_OK = 0
 EXIT_MISMATCH = 1
 EXIT_USAGE = 2
 EXIT_SERVER = 3
-# Typer's answer to KeyboardInterrupt, which SIGTERM is mapped to.
-EXIT_INTERRUPTED = 130
+EXIT_OUTPUT = 4
+# A stop signal ends the run with the shell's code for it, 128 + the signal's number.
+EXIT_SIGNAL_BASE = 128
+EXIT_INTERRUPTED = EXIT_SIGNAL_BASE + signal.SIGINT
+# A reader that went away (a closed pipe) ends a Unix tool as SIGPIPE would, silently.
+EXIT_BROKEN_PIPE = EXIT_SIGNAL_BASE + signal.SIGPIPE
+
+# How a stop signal is told: Ctrl-C is what a user pressed, the others are named.
+STOP_WORDS = {
+    signal.SIGINT: "interrupted (Ctrl-C)",
+    signal.SIGTERM: "terminated by SIGTERM",
+    signal.SIGHUP: "hung up (SIGHUP: the terminal closed)",
+}
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal, raised wherever the program was: a KeyboardInterrupt, so every clean-up
+    written for Ctrl-C runs for SIGTERM and SIGHUP too; it remembers which signal it was."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(signum)
+        self.signum = signum
+        self.exit_code = EXIT_SIGNAL_BASE + signum
+
+    def __str__(self) -> str:
+        return STOP_WORDS.get(self.signum, f"stopped by signal {self.signum}")
+
+
+def stop_of(exc: BaseException | None) -> Stopped:
+    """The stop signal behind a KeyboardInterrupt: one raised by Python itself is Ctrl-C."""
+    return exc if isinstance(exc, Stopped) else Stopped()
 
 
 class DemoError(Exception):
@@ -70,6 +101,18 @@ class UnusableTemplate(ServerError):
 
 class StartFailed(ServerError):
     """The embedded server process exited, or did not answer, while starting."""
+
+
+class OutputError(DemoError):
+    """Standard output could not be written (a full disk, a closed descriptor)."""
+
+    exit_code = EXIT_OUTPUT
+
+
+class ReaderGone(OutputError):
+    """Standard output is a pipe whose reader has gone (`| head`): nothing more to say."""
+
+    exit_code = EXIT_BROKEN_PIPE
 
 
 class MismatchError(DemoError):

@@ -16,7 +16,7 @@ def command_names() -> list[str]:
 def test_top_level_help_lists_exit_codes(args):
     done = cli(*args)
     assert done.returncode == 0
-    for code in ("0 ok", "1 expectations not met", "2 bad", "3 server", "130 interrupted"):
+    for code in ("0 ok", "1 expectations not met", "2 bad", "3 server", "4 standard output", "130 interrupted", "143 SIGTERM"):
         assert code in done.stdout
     commands = done.stdout.split("Commands:", 1)[1]
     for name in command_names():

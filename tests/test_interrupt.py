@@ -1,8 +1,10 @@
-"""Ctrl-C at any point: sessions rolled back, scratch database dropped, server stopped, exit 130."""
+"""Ctrl-C (or SIGTERM, SIGHUP) at any point: sessions rolled back, scratch database dropped,
+server stopped, exit 128 + the signal's number (130 for Ctrl-C), the signal named on one line."""
 
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -11,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import LOCAL_DSN, ROOT, local_server_reachable, scratch_databases
+from conftest import LOCAL_DSN, ROOT, dsn_env, local_server_reachable, scratch_databases
 
 
 def start(*args: str, env: dict) -> subprocess.Popen:
@@ -47,7 +49,9 @@ def test_interrupt_rolls_back_and_drops_scratch_database(local, signum):
     args = ("run", "tests/data/long-wait.yaml", "--step-timeout", "60", "--format", "json")
     proc = start(*args, env={"JOBQUEUE_DEMO_DSN": LOCAL_DSN})
     code, out, err = interrupt_while_waiting(proc, signum)
-    assert code == 130, err
+    assert code == 128 + signum, err
+    said = {signal.SIGINT: "interrupted (Ctrl-C)", signal.SIGTERM: "terminated by SIGTERM"}[signum]
+    assert err.splitlines()[1:] == [f"jobqueue-demo: {said}"], err  # after the heading (JSON on stdout)
     events = [json.loads(line) for line in out.splitlines() if line.strip()]
     assert any(e["event"] == "wait_start" and e["blockers"] == ["A"] for e in events)
     assert "Traceback" not in err
@@ -66,7 +70,67 @@ def test_ctrl_c_stops_the_embedded_server(server_tmp):
     proc = start("run", "tests/data/long-wait.yaml", "--step-timeout", "60", env={"TMPDIR": str(server_tmp)})
     code, out, err = interrupt_while_waiting(proc)
     assert code == 130, err
+    assert err.splitlines()[-1] == "jobqueue-demo: interrupted (Ctrl-C)", err
     assert "waiting for a row lock held by A" in out
     assert [p.name for p in server_tmp.iterdir() if p.name.startswith("jobqueue-demo-")] == []
     alive = subprocess.run(["pgrep", "-f", str(server_tmp)], capture_output=True, text=True)
     assert alive.stdout.strip() == ""
+
+
+# The catalogs a run writes while it sets up: CREATE ROLE waits on one, CREATE DATABASE on the other.
+SETUP_CATALOGS = ("pg_authid", "pg_database")
+
+
+@pytest.mark.parametrize(
+    "args", [("run", "nowait"), ("verify", "nowait"), ("workers", "-w", "2", "-j", "20")], ids=["run", "verify", "workers"]
+)
+def test_ctrl_c_during_setup_on_postgresql_drops_what_was_made(pg_embedded, args):
+    """Ctrl-C while the server runs the run's CREATE ROLE or CREATE DATABASE: the statement
+    completes on the server after the signal, and the clean-up must still drop what it made.
+    The moment is made certain by holding the catalog the statement writes."""
+    from jobqueue_demo.engine import pg_control as control
+
+    dsn = f"postgresql://postgres@localhost/postgres?host={pg_embedded.params.socket_dir}"
+    holder = pg_embedded.params.connect()
+    watcher = pg_embedded.params.connect()
+    try:
+        control.execute(holder, "BEGIN")
+        for catalog in SETUP_CATALOGS:
+            control.execute(holder, f"LOCK TABLE {catalog} IN SHARE ROW EXCLUSIVE MODE")
+        proc = start(*args, "--dsn", dsn, env={})
+        waiting = "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'CREATE %'"
+        deadline = time.monotonic() + 30
+        while not control.rows(watcher, waiting):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        control.execute(holder, "COMMIT")
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err
+        assert err.splitlines()[-1] == "jobqueue-demo: interrupted (Ctrl-C)", err
+        # A statement the run left behind goes on in its backend after the run has exited.
+        runs = "SELECT 1 FROM pg_stat_activity WHERE application_name LIKE 'jobqueue-demo jqd%' OR datname LIKE 'jqd%'"
+        deadline = time.monotonic() + 30
+        while control.rows(watcher, runs) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        left = "SELECT datname FROM pg_database WHERE datname LIKE 'jqd%' UNION ALL SELECT rolname FROM pg_roles WHERE rolname LIKE 'jqd%'"
+        assert control.rows(watcher, left) == ()
+    finally:
+        holder.close()
+        watcher.close()
+
+
+def test_ctrl_c_in_explore_prints_the_schedules_run_so_far(embedded):
+    """The whole space takes seconds; Ctrl-C a second in: a report of what ran, not silence."""
+    before = scratch_databases(embedded)
+    proc = start("explore", "claim-without-lock-explore", "--faults", "rollback,disconnect", env=dsn_env(embedded))
+    assert "exploring on" in proc.stdout.readline()
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert re.match(r"space: [\d,]+ schedules run, interrupted \(Ctrl-C\) \(up to 2,900 before waits", out), out
+    assert re.search(r"^outcomes: ok \d+", out, re.M), out
+    assert re.search(r"^verdict: interrupted \(Ctrl-C\) after [\d,]+ schedule\(s\): ", out, re.M), out
+    assert err.splitlines() == ["jobqueue-demo: interrupted (Ctrl-C)"], err
+    assert scratch_databases(embedded) - before == set()

@@ -326,6 +326,20 @@ def test_snapshot_reset_matches_rebuilding_the_schema(pg_embedded):
     assert {outcome for _, outcome in fast} == {"ok", "violated"}
 
 
+
+def test_an_invariant_that_errors_is_a_violation_with_its_error(tmp_path, pg_embedded):
+    from jobqueue_demo.explore.search import ExploreOptions, explore
+
+    text = (DATA / "claim-without-lock-explore.yaml").read_text()
+    broken = tmp_path / "erroring-invariant.yaml"
+    broken.write_text(text.replace("sql: SELECT id, runs FROM jobs WHERE runs > 1 ORDER BY id", "sql: SELECT 1/0"))
+    report = explore(core.load(str(broken)), pg_embedded, ExploreOptions(max_schedules=5))
+    [finding] = [f for f in report.findings if f.kind == "violated"]
+    assert finding.what == "no job done twice"
+    # Shortening the counterexample compares the failed invariants' errors of two schedules.
+    [check] = [c for c in finding.shortest.checks if not c.held]
+    assert check.got.error.code == "22012"
+
 # -- a server that stops answering ---------------------------------------------------------
 
 FROZEN_STEP_TIMEOUT_S = 3
@@ -547,3 +561,31 @@ def test_a_dsn_role_that_is_no_superuser(pg_local):
     finally:
         execute(admin, f"DROP ROLE {quote(name)}")
         admin.close()
+
+
+def _segment(datadir: Path) -> tuple[str, str]:
+    key, shmid = (datadir / "postmaster.pid").read_text().splitlines()[6].split()
+    return key, shmid
+
+
+def _segments() -> set[tuple[str, str]]:
+    return {tuple(row.split()[:2]) for row in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]}
+
+
+def test_a_killed_embedded_postgresql_leaves_no_shared_memory():
+    """SIGKILL of the postmaster skips its own clean-up: its System V segment stayed until
+    the machine restarted, and its dynamic shared memory in /dev/shm with it."""
+    from jobqueue_demo.engine import pg_control as control
+    from jobqueue_demo.engine.pg_server import EmbeddedPostgres
+
+    server = EmbeddedPostgres()
+    server.start()
+    try:
+        segment = _segment(server.workdir / "data")
+        assert segment in _segments()
+        conn = server.params.connect()  # a backend attached to it
+        assert control.value(conn, "SHOW dynamic_shared_memory_type") == "mmap"
+        os.kill(server._process.pid, signal.SIGKILL)
+    finally:
+        server.stop()
+    assert segment not in _segments()

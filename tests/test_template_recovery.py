@@ -89,8 +89,8 @@ def test_the_cli_says_in_one_line_that_it_rebuilds(built_cache, tmp_path):
     assert "ib_logfile0" in note and note.endswith("rebuilding the cached server template once")
 
 
-def test_ctrl_c_during_the_first_build_stops_the_installer(tmp_path):
-    cache = tmp_path / "cache"
+def building(cache: Path) -> subprocess.Popen:
+    """A run building the cached template, caught while its bootstrap server writes the system tables."""
     env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "jobqueue_demo", "run", "nowait"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -98,8 +98,39 @@ def test_ctrl_c_during_the_first_build_stops_the_installer(tmp_path):
     )
     deadline = time.monotonic() + 30
     while not list(cache.glob("jobqueue-demo/*/datadir/mysql")) and time.monotonic() < deadline:
-        time.sleep(0.01)  # the bootstrap server is writing the system tables
+        time.sleep(0.01)
     assert proc.poll() is None, "the build finished before it could be interrupted"
+    return proc
+
+
+def _running_from(cache: Path) -> dict[int, str]:
+    found = subprocess.run(["pgrep", "-af", str(cache)], capture_output=True, text=True).stdout.splitlines()
+    return {int(line.split()[0]): line for line in found}
+
+
+def test_a_killed_first_build_leaves_no_installer_running(tmp_path):
+    """kill -9 runs no clean-up of ours: the installer, its subshells and its bootstrap server
+    must die with the run. The bootstrap server is held stopped, so it cannot end on its own
+    when its input closes (before, it and the installer finished the build 1-3 s later)."""
+    cache = tmp_path / "cache"
+    proc = building(cache)
+    [bootstrap] = [pid for pid, line in _running_from(cache).items() if "--bootstrap" in line]
+    os.kill(bootstrap, signal.SIGSTOP)
+    proc.kill()
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 10
+    try:
+        while left := _running_from(cache):
+            assert time.monotonic() < deadline, left
+            time.sleep(0.05)
+    finally:
+        for pid in _running_from(cache):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_ctrl_c_during_the_first_build_stops_the_installer(tmp_path):
+    cache = tmp_path / "cache"
+    proc = building(cache)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err

@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import uuid
 
 import pytest
 
-from conftest import LOCAL_DSN, ROOT, cli, left_behind, local_server_reachable, scratch_databases
+from conftest import LOCAL_DSN, ROOT, cli, dsn_env, left_behind, local_server_reachable, scratch_databases
 from jobqueue_demo.workers.strategies import REGISTRY
 from jobqueue_demo.errors import UsageError
 from jobqueue_demo.workers.stall import diagnose
@@ -215,7 +216,7 @@ def test_ctrl_c_leaves_nothing_behind(local):
 
 def interrupted_run(*args: str) -> None:
     """`workers -w 4 -j 100000 ARGS`, sent Ctrl-C once its workers run: exit 130, no traceback,
-    none of its processes left."""
+    none of its processes left, and a report of what the workers did until then."""
     marker = uuid.uuid4().hex
     env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"} | {"JQD_TEST_MARK": marker}
     proc = subprocess.Popen(
@@ -226,10 +227,31 @@ def interrupted_run(*args: str) -> None:
     _started_workers(marker, 7)
     time.sleep(1)
     proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
+    stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert _processes_with(marker) == []
+    assert re.search(r"^interrupted \(Ctrl-C\) after \d+ of 100000 job\(s\) completed", stdout, re.M), stdout
+    assert re.search(r"jobs completed .* of 100,000", stdout), stdout
+    assert stderr.splitlines()[-1] == "jobqueue-demo: interrupted (Ctrl-C)", stderr
+
+
+def test_ctrl_c_in_bench_prints_the_rows_done_so_far(embedded):
+    env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"} | dsn_env(embedded)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobqueue_demo", "bench", "--jobs", "3000", "--workers", "2", "--strategies", "skip-locked",
+         "--isolation", "read-committed,repeatable-read", "--plot", ""],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+    )
+    while "-- 2 of 4," not in (line := proc.stderr.readline()):
+        assert line, proc.communicate()
+    proc.send_signal(signal.SIGINT)  # during the repeatable-read group
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert re.search(r"^ read-committed \| skip-locked +\| +2 \|", stdout, re.M), stdout
+    assert "repeatable-read |" not in stdout
+    assert "interrupted (Ctrl-C) after 2 row(s) of the sweep; invariants hold in their runs" in stdout
+    assert stderr.splitlines()[-1] == "jobqueue-demo: interrupted (Ctrl-C)", stderr
 
 
 def _processes_with(marker: str) -> list[int]:

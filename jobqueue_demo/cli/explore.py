@@ -72,6 +72,8 @@ def explore(
     else:
         print_report(report, sys.stdout, color_on(sys.stdout), terminal_width(sys.stdout))
         print(fitted(verdict(report), sys.stdout))
+    if report.stopped is not None:
+        raise report.stopped  # told and ended at the CLI's boundary, as any stop signal
     if report.failed:
         raise typer.Exit(EXIT_MISMATCH)
 

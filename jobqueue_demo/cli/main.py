@@ -1,7 +1,8 @@
 """The command line's entry point: the one place where domain errors become exit codes.
 
 0 ok, 1 expectations not met (or a stuck schedule), 2 bad scenario or usage, 3 server or
-connection problem, 130 interrupted. The commands live one group per module; importing one
+connection problem, 4 standard output could not be written, 128 + n stopped by signal n
+(130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), 141 the reader of a pipe went away. The commands live one group per module; importing one
 registers its commands on the app.
 """
 
@@ -12,8 +13,8 @@ import os
 import signal
 import sys
 
-from ..errors import EXIT_INTERRUPTED, EXIT_OK, DemoError
-from .shared import app, options, say, say_notes
+from ..errors import EXIT_OK, DemoError, ReaderGone, Stopped
+from .shared import app, guard_stdout, options, say, say_notes
 
 # Each command module and the commands it registers, in the order --help lists them.
 COMMAND_MODULES = {
@@ -81,20 +82,20 @@ def all_commands():
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-_interrupted = False
+_stopped: Stopped | None = None
 
 
 def _interrupt(signum, frame) -> None:
     """The first stop signal interrupts; later ones must not break the clean-up it started."""
     from .. import api
 
-    global _interrupted
-    _interrupted = True
+    global _stopped
+    _stopped = Stopped(signum)
     for stop in STOP_SIGNALS:
         signal.signal(stop, _cleaning_up)
     # Bounds the clean-up's waits, so a server that no longer answers cannot hold it.
     api.note_interrupt()
-    raise KeyboardInterrupt
+    raise _stopped
 
 
 def _cleaning_up(signum, frame) -> None:
@@ -105,28 +106,47 @@ def _cleaning_up(signum, frame) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: the one place where domain errors become a message and an exit code.
 
-    Usage errors, --help and Ctrl-C (130) are handled by typer's standalone mode.
+    Usage errors and --help are handled by typer's standalone mode; a stop signal it turns
+    into exit 130 is told here and ends with the signal's own code.
     """
     # `kill <pid>` and a closed terminal get the same clean-up as Ctrl-C: sessions rolled
     # back, scratch database dropped, embedded server stopped.
     for stop in STOP_SIGNALS:
         signal.signal(stop, _interrupt)
+    guard_stdout()
     if argv is None:
         argv = sys.argv[1:]
     argv = hoisted(argv)
     try:
         commands_for(argv)(args=argv)
     except SystemExit as e:
+        stop = _untold_stop(e)
+        if stop is not None:
+            say(f"jobqueue-demo: {stop}")
         say_notes(e)
+        if _stopped is not None:
+            return _stopped.exit_code
         return e.code if isinstance(e.code, int) else EXIT_OK
+    except ReaderGone as e:
+        say_notes(e)
+        return e.exit_code
     except DemoError as e:
         if options.debug:
             import traceback
 
             traceback.print_exc()
+        if _stopped is not None:
+            say(f"jobqueue-demo: {_stopped}")
         say(f"jobqueue-demo: {e}")
         say_notes(e)
-        # A clean-up cut short by Ctrl-C (the server no longer answering) still ends as interrupted.
-        return EXIT_INTERRUPTED if _interrupted else e.exit_code
+        # A clean-up cut short by a stop signal (the server no longer answering) still ends as stopped.
+        return _stopped.exit_code if _stopped is not None else e.exit_code
     return EXIT_OK
+
+
+def _untold_stop(exit: SystemExit) -> BaseException | None:
+    """The stop signal typer turned into exit 130 without a word; a command that told it
+    (run --step) raised its own exit, caused by nothing."""
+    cause = getattr(exit.__context__, "__cause__", None)
+    return cause if isinstance(cause, KeyboardInterrupt) else None
 

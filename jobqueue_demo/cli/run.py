@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from ..errors import EXIT_INTERRUPTED, EXIT_MISMATCH
+from ..errors import EXIT_MISMATCH, stop_of
 from .matrix import MATRIX_HELP, lesson_matrix_command
 from .shared import MAX_SECONDS, Cluster, Dsns, ShowLocks, StepTimeout, app, finite, heading, say, say_notes, server_for
 
@@ -93,15 +93,15 @@ def run(
                 say(f"-- {stop}: sessions rolled back, scratch database dropped")
                 say_notes(stop)
                 if isinstance(stop, Interrupted):
-                    raise typer.Exit(EXIT_INTERRUPTED) from None
+                    raise typer.Exit(stop.stop.exit_code) from None
                 return
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
                 if not step:
                     raise
-                # Ctrl-C while a step ran: the run has been closed on the way out, as for q.
-                say(f"-- interrupted (Ctrl-C) during step {gate.at} of {gate.total}: "
-                     "sessions rolled back, scratch database dropped")
-                raise typer.Exit(EXIT_INTERRUPTED) from None
+                # A stop signal while a step ran: the run has been closed on the way out, as for q.
+                stop = stop_of(exc)
+                say(f"-- {stop} during step {gate.at} of {gate.total}: sessions rolled back, scratch database dropped")
+                raise typer.Exit(stop.exit_code) from None
     if report.mismatches:
         say(f"-- {len(report.mismatches)} expectation(s) not met; 'jobqueue-demo verify' shows them")
         raise typer.Exit(EXIT_MISMATCH)

@@ -14,7 +14,8 @@ import typer
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 expectations not met or the schedule got stuck; "
-    "2 bad scenario or usage; 3 server or connection problem; 130 interrupted (Ctrl-C or SIGTERM)."
+    "2 bad scenario or usage; 3 server or connection problem; 4 standard output could not be written; "
+    "130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP (128 + the signal's number)."
 )
 
 app = typer.Typer(
@@ -146,6 +147,71 @@ def fitted(text: str, stream, indent: str = "   ") -> str:
     from ..render.wrap import terminal_width, wrap_lines
 
     return "\n".join(wrap_lines(text, terminal_width(stream), indent))
+
+
+class GuardedStdout:
+    """Standard output whose failures are typed errors (errors.OutputError), so every command
+    ends them as one line and an exit code, its clean-up done on the way out. After a failure
+    the descriptor points at /dev/null: the interpreter's own flush at exit finds nothing to
+    complain about."""
+
+    def __init__(self, stream, closed: bool = False):
+        self._stream = stream
+        self._closed = closed
+
+    def write(self, text: str) -> int:
+        return self._guarded(lambda stream: stream.write(text))
+
+    def flush(self) -> None:
+        # A closed standard output has nothing pending: only a write tells it is closed.
+        if not self._closed:
+            self._guarded(lambda stream: stream.flush())
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+    def _guarded(self, act):
+        from ..errors import OutputError, ReaderGone
+
+        if self._closed:
+            raise OutputError("cannot write standard output: it is closed")
+        try:
+            return act(self._stream)
+        except OSError as exc:
+            import errno
+
+            self._silence()
+            if exc.errno == errno.EPIPE:
+                raise ReaderGone("standard output's reader has gone") from None
+            raise OutputError(f"cannot write standard output: {exc.strerror or exc}") from None
+
+    def _silence(self) -> None:
+        import os
+
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self._stream.fileno())
+        except (OSError, ValueError):  # not a descriptor of its own: nothing flushes it at exit
+            pass
+        finally:
+            os.close(null)
+
+
+def guard_stdout() -> None:
+    """Standard output through GuardedStdout. A closed descriptor 1 is given /dev/null, so no
+    file or socket the run opens lands on it, and the first write says it is closed."""
+    import os
+
+    if isinstance(sys.stdout, GuardedStdout):
+        return
+    if sys.stdout is not None:
+        sys.stdout = GuardedStdout(sys.stdout)
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != 1:
+        os.dup2(null, 1)
+        os.close(null)
+    sys.stdout = GuardedStdout(open(1, "w", closefd=False), closed=True)
 
 
 def say(text: str) -> None:

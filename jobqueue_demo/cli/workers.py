@@ -12,7 +12,7 @@ import typer
 
 from .. import api
 from .shared import Cluster, Dsn, Dsns, app, fitted, options, say, server_for
-from ..errors import EXIT_MISMATCH, WorkersStuck
+from ..errors import EXIT_MISMATCH, WorkersStuck, stop_of
 
 REGISTRY = api.strategies()
 
@@ -111,6 +111,8 @@ def workers_command(
         with _stuck_reported(as_json):
             summary = _run_live(config, server, err) if err.is_terminal and not as_json else api.run_workers(config, server)
     _report(summary, out, as_json)
+    if summary.stopped is not None:
+        raise summary.stopped  # told and ended at the CLI's boundary, as any stop signal
     if not summary.invariants_hold:
         raise typer.Exit(EXIT_MISMATCH)
 
@@ -226,6 +228,8 @@ def bench_command(
     plotted = bool(plot) and api.write_plot(result, plot)
     if as_json:
         print(json.dumps({**result.as_dict(), "plot": plot if plotted else None}))
+        if result.stopped is not None:
+            raise result.stopped
         return
     from ..render.live import bench_table, headline_lines
     from ..render.wrap import terminal_width
@@ -237,6 +241,10 @@ def bench_command(
     if plot:
         print(fitted(f"plot written to {plot}" if plotted else NO_PLOT, sys.stdout))
     held = all(row.run.invariants_hold for row in result.rows)
+    if result.stopped is not None:
+        print(f"{stop_of(result.stopped)} after {len(result.rows)} row(s) of the sweep; invariants "
+              + ("hold in their runs" if held else "violated in a run"))
+        raise result.stopped
     print(f"invariants hold in all {config.runs} runs: no job lost, none done twice" if held else "invariants violated in a run")
 
 

@@ -17,7 +17,7 @@ from typing import Iterator
 from MySQLdb import OperationalError
 from MySQLdb.connections import Connection
 
-from .deadlines import INTERRUPT_GRACE_S, shutdown_socket, wait_readable
+from .deadlines import INTERRUPT_GRACE_S, note_silence, shutdown_socket, wait_for_thread, wait_readable
 from .mysql_errors import CR_SERVER_LOST
 
 @contextlib.contextmanager
@@ -52,6 +52,7 @@ class BoundedConnection(Connection):
             raise
         if not answered:
             self.drop(f"the server did not answer within {self.answer_timeout:g} s")
+            note_silence()
             raise OperationalError(CR_SERVER_LOST, self.dropped)
         self.read_query_result()
 
@@ -91,7 +92,9 @@ def open_connection(options: dict) -> BoundedConnection:
     # A daemon: after Ctrl-C nobody waits for a connect that will only time out.
     helper = threading.Thread(target=attempt, name="connect", daemon=True)
     helper.start()
-    helper.join()
+    if not wait_for_thread(helper, time.monotonic() + options["connect_timeout"]):
+        note_silence()
+        raise OperationalError(CR_SERVER_LOST, f"the server did not answer within {options['connect_timeout']:g} s")
     if "error" in outcome:
         raise outcome["error"]
     return outcome["conn"]

@@ -3,7 +3,10 @@ MySQL connections of bounded.py and PostgreSQL's (pg_session.py) wait through `w
 
 A wait is select() on the connection's socket, which a signal interrupts; after Ctrl-C or
 SIGTERM (`note_interrupt`) every answer the clean-up waits for gets a short grace, and the
-first that does not come ends all waiting: the server is taken to be gone.
+first that does not come ends all waiting: the server is taken to be gone. The same holds
+once a statement of the tool's own went unanswered for its whole timeout (`note_silence`):
+the run ends with that error, and the other connections (explore's other threads, the
+clean-up) must not each wait a timeout of their own on the same silent server.
 """
 
 from __future__ import annotations
@@ -34,6 +37,12 @@ def note_interrupt() -> None:
         _interrupted_at = time.monotonic()
 
 
+def note_silence() -> None:
+    """A statement of the tool's own got no answer within its timeout: the server is taken to
+    be gone, and from now on, in this process, every wait is short, as after an interrupt."""
+    note_interrupt()
+
+
 def _time_left(started: float, deadline: float, grace: float) -> float:
     if _interrupted_at is not None:
         if _gave_up:
@@ -55,6 +64,20 @@ def wait_readable(conn, deadline: float) -> bool:
         ready, _, _ = select.select([conn], [], [], min(left, SLICE_S))
         if ready:
             return True
+
+
+def wait_for_thread(thread, deadline: float) -> bool:
+    """True when `thread` ended before `deadline` (or the interrupt grace). A thread's join,
+    unlike select(), is not cut short by a signal handled on another thread."""
+    global _gave_up
+    started = time.monotonic()
+    while thread.is_alive():
+        left = _time_left(started, deadline, INTERRUPT_GRACE_S)
+        if left <= 0:
+            _gave_up = _interrupted_at is not None
+            return False
+        thread.join(min(left, SLICE_S))
+    return True
 
 
 def shutdown_socket(conn) -> None:

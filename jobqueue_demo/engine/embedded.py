@@ -27,6 +27,7 @@ from typing import Callable, Iterator
 from jobqueue_demo.errors import ServerError, StartFailed, UnusableTemplate
 from jobqueue_demo.engine.os_user import Identity, check_reachable, client_name, give, preexec, server_identity
 from jobqueue_demo.engine.owner import hold
+from jobqueue_demo.engine.pg_shm import release_segment
 from jobqueue_demo.engine.server import DSN_ENV, ConnectParams, ServerInfo, parse_version, server_info
 
 SERVER_NAMES = ("mariadbd", "mysqld")
@@ -113,9 +114,21 @@ def _inspect_binary(path: Path) -> ServerBinary:
     return ServerBinary(path=path, version_text=version_text, flavor=flavor, version=version)
 
 
-def run_command(command: list[str], what: str, timeout: float = 30, preexec: Callable[[], None] | None = None) -> str:
+# A parent-death signal reaches only the process it is set on, not the subshells and the
+# bootstrap server mariadb-install-db starts: this shell, in their process group, kills the
+# group whole when it gets SIGTERM, the parent-death signal it is given (kill -9 of the run).
+GROUP_GUARD = ["/bin/sh", "-c", 'trap "kill -KILL 0" TERM; "$@" & wait $!', "sh"]
+
+
+def run_command(
+    command: list[str], what: str, timeout: float = 30, preexec: Callable[[], None] | None = None,
+    group_dies_with_us: bool = False,
+) -> str:
     # A process group of its own, killed whole on any exit from here (Ctrl-C, SIGTERM, a
     # timeout): mariadb-install-db is a script whose bootstrap server would outlive it.
+    if group_dies_with_us:
+        # After `preexec` (the server's user): a change of credentials clears the signal.
+        command, preexec = GROUP_GUARD + command, in_turn(preexec, die_with_parent(signal.SIGTERM))
     try:
         process = subprocess.Popen(
             command,
@@ -138,6 +151,19 @@ def run_command(command: list[str], what: str, timeout: float = 30, preexec: Cal
     if process.returncode != 0:
         raise ServerError(f"{what} failed (exit {process.returncode}): {_summary(stdout + stderr)}")
     return stdout
+
+
+def in_turn(*steps: Callable[[], None] | None) -> Callable[[], None] | None:
+    """One preexec_fn running `steps` in order (None where there are none)."""
+    taken = [step for step in steps if step is not None]
+    if not taken:
+        return None
+
+    def run() -> None:
+        for step in taken:
+            step()
+
+    return run
 
 
 def _kill_group(process: subprocess.Popen) -> None:
@@ -282,7 +308,7 @@ def _install_mariadb(binary: ServerBinary, datadir: Path, as_server: Callable[[]
         "--skip-test-db",
         f"--innodb-log-file-size={LOG_FILE_SIZE}",
     ]
-    run_command(command, Path(install_db).name, timeout=INSTALL_TIMEOUT_S, preexec=as_server)
+    run_command(command, Path(install_db).name, timeout=INSTALL_TIMEOUT_S, preexec=as_server, group_dies_with_us=True)
 
 
 def _install_mysql(binary: ServerBinary, datadir: Path, as_server: Callable[[], None] | None) -> None:
@@ -361,8 +387,8 @@ def server_command(binary: ServerBinary, template: Template, workdir: Path) -> l
     return command
 
 
-def die_with_parent() -> Callable[[], None] | None:
-    """A preexec_fn making the server get SIGKILL when we die, even by SIGKILL.
+def die_with_parent(signum: int = signal.SIGKILL) -> Callable[[], None] | None:
+    """A preexec_fn making the server get `signum` (SIGKILL) when we die, even by SIGKILL.
 
     Linux only. The signal follows the *thread* that started the server, so
     start it from a thread that lives as long as the server is needed.
@@ -378,7 +404,7 @@ def die_with_parent() -> Callable[[], None] | None:
     parent = os.getpid()
 
     def arm() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        prctl(PR_SET_PDEATHSIG, signum)
         # We may have died between fork and prctl; then nobody would ever stop the server.
         if os.getppid() != parent:
             os._exit(1)
@@ -476,7 +502,7 @@ class Throwaway:
             yield
         except OSError as exc:
             self.stop()
-            raise ServerError(f"cannot start the {what}: {exc}") from exc
+            raise ServerError(f"cannot start the {what}: {os_error_line(exc)}") from exc
         except BaseException:
             self.stop()
             raise
@@ -491,9 +517,28 @@ class Throwaway:
             left.stop()
 
 
+# An OSError's own text can be huge: shutil.copytree's lists every file that failed, each
+# with both paths (a full disk: 74 KB for MariaDB's template, 245 KB for PostgreSQL's).
+OS_ERROR_MAX_CHARS = 300
+
+
+def os_error_line(exc: OSError) -> str:
+    """One short line for an OSError: for a failed copy, its first failure and how many more."""
+    failures = exc.args[0] if isinstance(exc, shutil.Error) and exc.args else None
+    if isinstance(failures, list) and failures and len(failures[0]) == 3:
+        source, target, why = failures[0]
+        reason = str(why).split(": '", 1)[0]  # "[Errno 28] No space left on device", without the paths
+        more = f" (and {len(failures) - 1} more file(s))" if len(failures) > 1 else ""
+        text = f"copying {source} to {target}: {reason}{more}"
+    else:
+        text = " ".join(str(exc).split())
+    return text if len(text) <= OS_ERROR_MAX_CHARS else text[: OS_ERROR_MAX_CHARS - 1] + "…"
+
+
 def remove_workdir(workdir: Path | None, owner) -> None:
     """A run's directory gone, then its owner marker released (see owner.py)."""
     if workdir is not None:
+        release_segment(workdir / "data")  # a killed PostgreSQL's; nothing for MariaDB
         shutil.rmtree(workdir, ignore_errors=True)
     if owner is not None:
         owner.close()

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from . import control
 from .owner import MARKER, claim_if_dead
+from .pg_shm import release_segment
 from .scratch import DROP_LOCK_WAIT_S, PREFIX, RUN_NAME, SNAPSHOT_SUFFIX, drop_bounded, literal
 
 OLD_NAME = re.compile(rf"{PREFIX}[0-9a-f]{{10}}({SNAPSHOT_SUFFIX})?")
@@ -145,6 +146,9 @@ def _sweep_dir(path: Path, fd: int, dry_run: bool, out: Sweep) -> None:
         return  # alive, or not ours
     try:
         if not dry_run:
+            # A killed embedded PostgreSQL's shared memory, read through the descriptor: the
+            # name in /tmp may be another user's symlink by now.
+            release_segment(Path(f"/proc/self/fd/{fd}") / "data")
             _remove_marked(path, fd)
         out.found.append(Found("directory", str(path), done(dry_run), GONE))
     finally:

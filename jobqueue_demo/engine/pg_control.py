@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import FetchTimeout
 from .control import ControlError
+from .deadlines import note_silence
 from .pg_errors import CONNECTION_FAILURE, LOST_CONNECTION
 from .server import ANSWER_TIMEOUT_S
 
@@ -37,10 +38,16 @@ def rows(conn, sql: str) -> tuple[tuple[str | None, ...], ...]:
     timeout = getattr(conn, "answer_timeout", ANSWER_TIMEOUT_S)
     pgconn = conn.pgconn
     try:
+        if pgconn.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
+            # A stop signal cut short the wait for the last statement's answer: libpq takes one
+            # statement at a time, and the clean-up's DROP must come after a CREATE the server
+            # may still be running.
+            collect(pgconn, 0.0, timeout)
         pgconn.send_query(sql.encode("utf-8"))
         result = collect(pgconn, 0.0, timeout)
     except FetchTimeout:
         shut(pgconn)
+        note_silence()
         conn.dropped = f"the server did not answer within {timeout:g} s"
         raise ControlError(conn.dropped, CONNECTION_FAILURE) from None
     except psycopg.OperationalError as exc:  # from send_query: the connection is gone

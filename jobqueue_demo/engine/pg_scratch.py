@@ -87,10 +87,12 @@ class PgScratchDatabase:
                 f"(scenario SQL then runs as {self.server.params.user})"
             )
         password = os.urandom(16).hex()
+        # Named as made before it is asked for: a stop signal during the statement leaves it
+        # made or not, and the clean-up drops it if it exists.
+        self._role = self.name
         control.execute(
             self.admin, f"CREATE ROLE {quote(self.name)} LOGIN PASSWORD {literal(password)} CONNECTION LIMIT {USER_CONNECTIONS}"
         )
-        self._role = self.name
         # A DSN role that is not a superuser reaches the role's tables (explore's resets) as its member.
         if control.value(self.admin, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user") != "t":
             control.execute(self.admin, f"GRANT {quote(self.name)} TO current_user")
@@ -101,8 +103,8 @@ class PgScratchDatabase:
         sql = f"CREATE DATABASE {quote(name)}"
         if template is not None:
             sql += f" TEMPLATE {quote(template)}"
+        self._databases.append(name)  # before, as for the role
         control.execute(self.admin, sql)
-        self._databases.append(name)
 
     def recreate(self) -> None:
         """Empty the database for its setup to run again; its sessions stay connected (PostgreSQL

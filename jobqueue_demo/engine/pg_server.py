@@ -293,6 +293,9 @@ def server_command(binaries: PgBinaries, workdir: Path) -> list[str]:
         "log_destination": "stderr",
         # A lesson's sessions sit idle between steps; nothing may end them behind its back.
         "idle_in_transaction_session_timeout": "0",
+        # In files of the data directory, removed with it: POSIX segments (/dev/shm) would
+        # outlive a killed server (pg_shm.py).
+        "dynamic_shared_memory_type": "mmap",
     }
     command = [str(binaries.bindir / "postgres"), "-D", str(workdir / "data")]
     for name, value in settings.items():
@@ -378,10 +381,11 @@ class EmbeddedPostgres(ThrowawayProcess):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(STOP_TIMEOUT_S)
         finally:
-            if process.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            # Also when the postmaster was killed: its backends would outlive it for a while,
+            # attached to its shared memory.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 def _log_summary(path: Path) -> str:

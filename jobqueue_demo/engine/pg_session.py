@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..errors import FetchTimeout, ServerError
 from .caps import MAX_ANSWER_GROWTH, ROW_TOO_BIG_TO_READ, Kept
-from .deadlines import INTERRUPT_GRACE_S, shutdown_socket, wait_readable
+from .deadlines import INTERRUPT_GRACE_S, note_silence, shutdown_socket, wait_readable
 from .pg_errors import CONNECTION_FAILURE, LOST_CONNECTION
 from .result import Result, SqlError, shown
 from .server import ANSWER_TIMEOUT_S
@@ -30,8 +30,8 @@ RESET_SESSION = (
 
 
 # Here, with the session that makes it, not in result.py: a MariaDB run does not define it.
-# Plain, as SqlError is: a dataclass cannot be frozen over a plain base.
-@dataclass
+# Plain and hashable by identity, as SqlError is: a dataclass cannot be frozen over a plain base.
+@dataclass(eq=False)
 class PgError(SqlError):
     """A PostgreSQL error: no number (`errno` 0), its `code` is the SQLSTATE."""
 
@@ -282,6 +282,7 @@ def answer(conn, sql: str) -> Result:
         result = collect(pgconn, started, timeout)
     except FetchTimeout:
         shut(pgconn)
+        note_silence()
         raise ServerError(f"the server did not answer within {timeout:g} s") from None
     if result.error and result.error.code in LOST_CONNECTION:
         raise ServerError(f"lost the control connection: {result.error.message}")

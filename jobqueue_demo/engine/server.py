@@ -92,7 +92,9 @@ class ConnectParams:
             # lesson shows is exactly what the server sent.
             "conv": {},
             "charset": "utf8mb4",
-            "connect_timeout": CONNECT_TIMEOUT_S,
+            # A server that stops answering ends the run one answer timeout after it fell
+            # silent, also when what it does not answer is a new connection (explore's reconnect).
+            "connect_timeout": min(CONNECT_TIMEOUT_S, _whole_seconds(answer_timeout)),
             # Whole seconds, at least one: they bound the reads after an answer has begun.
             "read_timeout": _whole_seconds(answer_timeout),
             "write_timeout": _whole_seconds(answer_timeout),

@@ -64,8 +64,18 @@ def answer(conn, sql: str) -> Result:
     """One statement's answer on a connection of the tool's own (an invariant), errors included."""
     import MySQLdb
 
+    from .deadlines import note_silence, wait_readable
+
     conn.send_query(sql.encode("utf-8"))
-    result = result_from_connection(conn, time.perf_counter())
+    started = time.perf_counter()
+    # Waited for in select(), as every answer of the tool's own: the blocking read below holds
+    # off an interrupt until the socket's read timeout (explore's Ctrl-C took 2.5 s then).
+    timeout = conn.answer_timeout
+    if not wait_readable(conn, time.monotonic() + timeout):
+        conn.drop(f"the server did not answer within {timeout:g} s")
+        note_silence()
+        raise ServerError(f"lost the control connection: {conn.dropped}")
+    result = result_from_connection(conn, started)
     if result.error and result.error.errno in mysql_errors.LOST_CONNECTION:
         raise ServerError(f"lost the control connection: {result.error.message}")
     try:

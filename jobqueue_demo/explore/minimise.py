@@ -30,7 +30,12 @@ class PrefixChoice:
 
 
 def failures(execution) -> set:
-    return {(c.invariant.name, c.got.rows, c.got.error) for c in execution.checks if not c.held}
+    """What failed, by value: an error is a new object in every schedule and compares by identity."""
+    return {(c.invariant.name, c.got.rows, _error_key(c.got.error)) for c in execution.checks if not c.held}
+
+
+def _error_key(error) -> tuple | None:
+    return None if error is None else (error.code, error.message)
 
 
 def _changes_nothing(event: ev.Completed) -> bool:

@@ -538,6 +538,9 @@ class Report:
     findings: tuple[Finding, ...]
     elapsed_s: float
     reset: str
+    # The stop signal (a KeyboardInterrupt) that cut the exploration short: the counts are of
+    # the schedules run before it, the findings not run again for their transcripts.
+    stopped: BaseException | None = None
 
     @property
     def failed(self) -> bool:
@@ -573,15 +576,23 @@ def explore(
     source = Sampler(options.sample, options.seed) if options.sample else DepthFirst(options.max_schedules)
     started = time.perf_counter()
     first_runs = FirstRuns(on_schedule)
-    tallies, reset = _run_all(space, server, options, source, first_runs)
+    tallies, reset, stopped = _run_all(space, server, options, source, first_runs)
     elapsed = time.perf_counter() - started
     if options.sample:
         tallies = _first_distinct(tallies, options.sample)
     counts = dict.fromkeys(OUTCOMES, 0)
     for tally in tallies:
         counts[tally.outcome] += 1
-    findings = _replayed(space, server, options, tallies, first_runs.kept)
-    return Report(scenario, server.label, options, bound, len(tallies), source.complete, counts, findings, elapsed, reset)
+    findings = ()
+    if stopped is None:
+        try:
+            findings = _replayed(space, server, options, tallies, first_runs.kept)
+        except KeyboardInterrupt as stop:
+            stopped = stop
+    if stopped is not None:
+        findings = _unreplayed(space, tallies)
+    complete = source.complete and stopped is None
+    return Report(scenario, server.label, options, bound, len(tallies), complete, counts, findings, elapsed, reset, stopped)
 
 
 class FirstRuns:
@@ -609,9 +620,11 @@ def _first_distinct(tallies: list[Tally], count: int) -> list[Tally]:
     return list(out.values())[:count]
 
 
-def _run_all(space: Space, server, options: ExploreOptions, source, on_schedule) -> tuple[list[Tally], str]:
+def _run_all(
+    space: Space, server, options: ExploreOptions, source, on_schedule
+) -> tuple[list[Tally], str, BaseException | None]:
     """Runs schedules on `options.jobs` threads, each with its own ScheduleRunner; results are
-    handled on the calling thread."""
+    handled on the calling thread. A stop signal ends the runs, and is handed back with them."""
     results: queue.Queue = queue.Queue()
     resets: list[str] = []
     threads = [
@@ -621,6 +634,7 @@ def _run_all(space: Space, server, options: ExploreOptions, source, on_schedule)
     for thread in threads:
         thread.start()
     tallies: list[Tally] = []
+    stopped = None
     try:
         finished = 0
         while finished < len(threads):
@@ -636,11 +650,13 @@ def _run_all(space: Space, server, options: ExploreOptions, source, on_schedule)
                 tallies.append(item.tally())
                 if on_schedule is not None:
                     on_schedule(item)
+    except KeyboardInterrupt as stop:
+        stopped = stop  # the schedules run so far still make a report
     finally:
         source.stop()
         for thread in threads:
             thread.join()
-    return tallies, resets[0] if resets else ""
+    return tallies, resets[0] if resets else "", stopped
 
 
 def _run_schedules(space: Space, server, options: ExploreOptions, source, results: queue.Queue, resets: list[str]) -> None:
@@ -671,19 +687,12 @@ def _describe_reset(reset: Snapshot | Rebuild) -> str:
 def _replayed(space: Space, server, options: ExploreOptions, tallies: list[Tally], first_runs: dict) -> tuple[Finding, ...]:
     """The shortest schedule of each distinct finding, run again with lock holders named; as
     first run where the run again did not show it."""
-    shortest: dict[tuple[str, str], Tally] = {}
-    seen: dict[tuple[str, str], int] = {}
-    for tally in tallies:
-        for key in tally.findings:
-            seen[key] = seen.get(key, 0) + 1
-            if key not in shortest or tally.order < shortest[key].order:
-                shortest[key] = tally
+    shortest, seen = _distinct(tallies)
     if not shortest:
         return ()
-    names = [i.name for i in space.scenario.invariants]
     out = []
     with ScheduleRunner(space, server, options, name_blockers=True) as runner:
-        for key in sorted(shortest, key=lambda k: (SEVERITY.index(k[0]), names.index(k[1]) if k[0] == VIOLATED else 0, k[1])):
+        for key in sorted(shortest, key=_severity(space)):
             moves = shortest[key].moves
             replay = runner.run(FirstChoice(moves))
             reproduced = key in replay.findings()
@@ -692,6 +701,32 @@ def _replayed(space: Space, server, options: ExploreOptions, tallies: list[Tally
                 replay = first
             out.append(_explained(space, runner, Finding(key[0], key[1], seen[key], replay, reproduced)))
     return tuple(out)
+
+
+def _severity(space: Space) -> Callable[[tuple[str, str]], tuple]:
+    """The order findings are told in: the worst kind first, violations as the scenario lists its invariants."""
+    names = [i.name for i in space.scenario.invariants]
+    return lambda k: (SEVERITY.index(k[0]), names.index(k[1]) if k[0] == VIOLATED else 0, k[1])
+
+
+def _distinct(tallies: list[Tally]) -> tuple[dict[tuple[str, str], Tally], dict[tuple[str, str], int]]:
+    """Each distinct finding's shortest schedule, and how many schedules showed it."""
+    shortest: dict[tuple[str, str], Tally] = {}
+    seen: dict[tuple[str, str], int] = {}
+    for tally in tallies:
+        for key in tally.findings:
+            seen[key] = seen.get(key, 0) + 1
+            if key not in shortest or tally.order < shortest[key].order:
+                shortest[key] = tally
+    return shortest, seen
+
+
+def _unreplayed(space: Space, tallies: list[Tally]) -> tuple[Finding, ...]:
+    """Each distinct finding of the schedules run before a stop signal, with its shortest
+    schedule's moves but no transcript: the server is not asked for anything more."""
+    shortest, seen = _distinct(tallies)
+    ordered = sorted(shortest, key=_severity(space))
+    return tuple(Finding(k[0], k[1], seen[k], Execution(shortest[k].moves, ()), False) for k in ordered)
 
 
 def _explained(space: Space, runner: ScheduleRunner, finding: Finding) -> Finding:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
+from ..errors import stop_of
 from ..explore.advice import honest_events
 from ..run.verify import flow
 from .transcript import NOTE, Line, TranscriptWriter, event_lines, prompted, result_lines
@@ -31,8 +32,11 @@ def verdict(report) -> str:
     broken = [i.name for i in invariants if i.name in violated]
     stuck = report.counts["stuck"]
     errors = [f"unexpected {f.what} in {f.schedules:,} of {report.explored:,} schedule(s)" for f in report.findings if f.kind == "error"]
-    if errors or broken or stuck:
-        parts = errors + [f'"{name}" violated' for name in broken] + ([f"{stuck} schedule(s) stuck"] if stuck else [])
+    parts = errors + [f'"{name}" violated' for name in broken] + ([f"{stuck} schedule(s) stuck"] if stuck else [])
+    if report.stopped is not None:
+        found = "; ".join(parts) or "no problem in them"
+        return f"verdict: {stop_of(report.stopped)} after {report.explored:,} schedule(s): {found}"
+    if parts:
         return f"verdict: FAILED: {'; '.join(parts)} (exit 1)"
     met = report.counts["expected"]
     expected = f"; {met:,} ended with an error that was expected, each named above" if met else ""
@@ -45,7 +49,9 @@ def verdict(report) -> str:
 def _space_line(report) -> str:
     faults = ", ".join(report.options.faults) or "none"
     head = f"up to {report.bound:,} before waits; faults: {faults}"
-    if report.options.sample:
+    if report.stopped is not None:
+        what = f"{report.explored:,} schedules run, {stop_of(report.stopped)} ({head})"
+    elif report.options.sample:
         what = f"{report.explored:,} distinct random schedules (seed {report.options.seed}) of {head}"
     elif report.complete:
         what = f"{report.explored:,} schedules, all run ({head})"
@@ -67,6 +73,13 @@ def print_report(report, out: TextIO, color: bool, width: int | None = None) -> 
     if not report.findings:
         names = ", ".join(f'"{i.name}"' for i in report.scenario.invariants) or "(none written)"
         say(f"no counterexample: every schedule run ended without a problem; invariants: {names}")
+        return
+    if report.stopped is not None:
+        # Not run again for a transcript: the run is ending.
+        for finding in report.findings:
+            moves = " ".join(map(str, finding.shortest.moves)) or "(no steps)"
+            say(f"found: {OUTCOME_WORDS[finding.kind]}: {_what(finding)} (in {finding.schedules:,} of "
+                f"{report.explored:,}); shortest schedule: {moves}")
         return
     writer = TranscriptWriter(out, tuple(report.scenario.prompts.values()), color, width)
     for group in _by_schedule(report.findings):
@@ -137,6 +150,7 @@ def as_dict(report) -> dict:
         "bound": report.bound,
         "explored": report.explored,
         "complete": report.complete,
+        "interrupted": None if report.stopped is None else str(stop_of(report.stopped)),
         "outcomes": report.counts,
         "elapsed_s": round(report.elapsed_s, 3),
         "schedules_per_second": round(report.per_second, 1),

@@ -12,6 +12,7 @@ import select
 import time
 from dataclasses import dataclass
 
+from ..errors import Stopped, stop_of
 from ..run import events as ev
 from ..scenario.model import Fault, Locks, Narration, Statement, is_wait
 
@@ -32,11 +33,13 @@ class Quit(Exception):
 
 
 class Interrupted(Quit):
-    """Ctrl-C at a step's prompt: the same clean stop as `q`, reported as an interruption."""
+    """A stop signal at a step's prompt (Ctrl-C, SIGTERM, SIGHUP): the same clean stop as `q`,
+    reported as that signal."""
 
-    def __init__(self, step: int, total: int):
+    def __init__(self, step: int, total: int, stop: Stopped):
         super().__init__(step, total)
-        self.args = (f"interrupted (Ctrl-C) before step {step} of {total}",)
+        self.stop = stop
+        self.args = (f"{stop} before step {step} of {total}",)
 
 
 @dataclass(eq=False)
@@ -146,8 +149,8 @@ class StepGate:
             self.at = event.index + 1
             try:
                 self._hold(event)
-            except KeyboardInterrupt:
-                raise Interrupted(self.at, self.total) from None
+            except KeyboardInterrupt as exc:
+                raise Interrupted(self.at, self.total, stop_of(exc)) from None
 
     def _hold(self, event: ev.StepStarting) -> None:
         if is_wait(event.step) and event.step.session not in self.waiting:

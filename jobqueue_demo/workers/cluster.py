@@ -49,8 +49,15 @@ class ClusterComparison:
 
 def compare(config, server: ServerInfo, run, on_progress=None) -> ClusterComparison:
     """`run(config, server, on_progress)` three times: over every node, on node 1, on a single server."""
-    spread = run(config, server, on_progress)
-    one_node = run(config, replace(server, nodes=server.nodes[:1]), None)
+    spread = _whole(run(config, server, on_progress))
+    one_node = _whole(run(config, replace(server, nodes=server.nodes[:1]), None))
     with embedded_with(()) as single_server:
-        single = run(config, single_server, None)
+        single = _whole(run(config, single_server, None))
     return ClusterComparison(spread, one_node, single)
+
+
+def _whole(summary):
+    """A run a stop signal cut short compares with nothing: the signal goes on."""
+    if summary.stopped is not None:
+        raise summary.stopped
+    return summary

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from . import claimers
 from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed, WorkerSpec
-from ..errors import ServerError, UsageError, WorkersStuck
+from ..errors import STOP_WORDS, ServerError, UsageError, WorkersStuck, stop_of
 from .lifeline import RUN_PID_ENV
 from ..engine.node_waits import on_node
 from ..engine.owner import hold_for_life
@@ -45,6 +45,9 @@ READY_TIMEOUT_S = 30.0
 # A run with no completed job for this long is stuck (or the server is); long enough for
 # the slowest strategy at the largest --work-ms.
 STALL_S = 30.0
+# The control connection's longest wait for an answer: a server silent this long is gone
+# (exit 3), found well within the stall window; the run's default step timeout.
+ANSWER_TIMEOUT_S = 10.0
 # Below a few supervising ticks a run would count its own start as a stall.
 STALL_RANGE_S = (0.1, 3600)
 PROGRESS_EVERY_S = 0.25
@@ -187,14 +190,22 @@ class WorkersSummary:
     per_worker: list[WorkerView] = field(default_factory=list)
     nodes: int = 1  # the Galera nodes the workers were spread over
     nodes_agree: bool | None = None  # every node holds the same jobs and completions (a cluster)
+    # The stop signal (a KeyboardInterrupt) that ended the run early: the figures are what the
+    # workers counted until then, and the queue was not checked.
+    stopped: BaseException | None = field(default=None, repr=False)
 
     @property
     def invariants_hold(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0 and self.completed == self.jobs and self.nodes_agree is not False
+        return (
+            self.stopped is None and self.lost == 0 and self.duplicated == 0 and self.completed == self.jobs
+            and self.nodes_agree is not False
+        )
 
     @property
     def verdict(self) -> str:
         """One line that says whether the run kept its promises."""
+        if self.stopped is not None:
+            return f"{stop_of(self.stopped)} after {self.completed} of {self.jobs} job(s) completed; the queue was not checked"
         if self.invariants_hold:
             return "invariants hold: no job lost, none done twice" + (" on every node" if self.nodes > 1 else "")
         if self.nodes_agree is False:
@@ -206,7 +217,8 @@ class WorkersSummary:
 
     def as_dict(self) -> dict:
         """The summary as flat JSON-ready values, per-worker rows included."""
-        out = asdict(self)
+        out = asdict(replace(self, stopped=None))
+        out["stopped"] = None if self.stopped is None else str(stop_of(self.stopped))
         out["invariants_hold"] = self.invariants_hold
         out["verdict"] = self.verdict
         return out
@@ -231,7 +243,7 @@ class Scratch:
         self.server = server
         self.queue = server.seam.queue()
         # The workers' SQL is the tool's own: no per-run user to confine it.
-        self.database = server.seam.scratch(server, confine=False)
+        self.database = server.seam.scratch(server, confine=False, answer_timeout=ANSWER_TIMEOUT_S)
         self.name = self.database.name
         # On a cluster, each node's counters, the workers' threads on their nodes, a stall's
         # picture read on every node, each node's rows.
@@ -382,9 +394,13 @@ class Crew:
         for spec in specs:
             reader, writer = self.ctx.Pipe(duplex=False)
             process = self.ctx.Process(target=claimers.worker_main, args=(spec, self.shared, writer), daemon=True)
-            process.start()
+            # A stop signal waits until the process is recorded, so stop() kills it: one started
+            # and then forgotten went on unpickling the shared counters the clean-up had
+            # removed, and printed a traceback.
+            with _stop_signals_held():
+                process.start()
+                self.processes.append(process)
             writer.close()
-            self.processes.append(process)
             self.pipes.append(reader)
 
     def wait_ready(self) -> None:
@@ -563,21 +579,45 @@ def _on_nodes(config: WorkersConfig, server: ServerInfo, scratch: Scratch, crew:
 
     scratch.nodes.wait_for_jobs()
     summary = _run(config, server, scratch, crew, on_progress)
+    if summary.stopped is not None:
+        return summary
     return replace(summary, nodes=len(server.nodes), nodes_agree=agree(scratch.nodes.states()))
 
 
 def _run(config: WorkersConfig, server: ServerInfo, scratch: Scratch, crew: Crew, on_progress) -> WorkersSummary:
-    crew.start(_specs(config, server, scratch))
-    crew.wait_ready()
-    waits_before = scratch.row_lock_waits()
     killer = Killer(config.kill, config.jobs, random.Random())
-    started = crew.go()
-    _supervise(crew, scratch, killer, _Watch(config, started, waits_before, on_progress))
+    started = time.monotonic()
+    try:
+        crew.start(_specs(config, server, scratch))
+        crew.wait_ready()
+        waits_before = scratch.row_lock_waits()
+        started = crew.go()
+        _supervise(crew, scratch, killer, _Watch(config, started, waits_before, on_progress))
+    except KeyboardInterrupt as stop:
+        return _stopped(config, server, crew, killer, started, stop)
     killer.wait_for_notice(scratch)
     scratch.settle()
     ended = max(crew.shared.last_commit, default=started)
     waits = _waits_since(scratch, waits_before)
     return _summary(config, server, crew, check(scratch, killer.kills), killer.kills, max(ended - started, 1e-9), waits)
+
+
+def _stopped(config: WorkersConfig, server: ServerInfo, crew: Crew, killer: Killer, started: float, stop) -> WorkersSummary:
+    """What the workers counted before a stop signal; the server is asked nothing more, so the
+    queue is not checked (the run's clean-up still drops it)."""
+    counted = QueueCheck(crew.total(Field.COMPLETED), lost=0, effects=0, external_duplicates=0, reclaimed=0, rerun_ms=[])
+    summary = _summary(config, server, crew, counted, killer.kills, max(time.monotonic() - started, 1e-9), None)
+    return replace(summary, stopped=stop)
+
+
+@contextlib.contextmanager
+def _stop_signals_held():
+    """The stop signals held back while the block runs, and delivered after it."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_WORDS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def row_lock_waits_scope(server: ServerInfo, counted: bool = True) -> str:

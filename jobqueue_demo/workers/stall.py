@@ -106,6 +106,8 @@ def diagnose(scratch, threads: dict[int, int]) -> Diagnosis:
         found = scratch.queue.lock_waits(scratch.database, list(threads))
         return _diagnosis([_wait(row, _Names(threads), full_mode) for row, full_mode in found])
     except ServerError as exc:
+        if getattr(scratch.database.conn, "dropped", None):
+            raise  # the server fell silent: that, not the stall, is what ends the run (exit 3)
         # e.g. a DSN user without PROCESS: the stall is still reported, with what is missing.
         return Diagnosis(note=f"the server did not show its locks ({exc})")
 

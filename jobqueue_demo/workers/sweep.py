@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from ..errors import UsageError
+from ..errors import UsageError, stop_of
 from ..engine.server import ServerInfo
 from .strategies import REGISTRY
 from .crew import ISOLATIONS, MAX_WORKERS, WorkersConfig, WorkersSummary, run_workers, validate
@@ -100,6 +100,8 @@ class SweepResult:
     rows: list[SweepRow]
     headlines: list[Headline] = field(default_factory=list)
     deadlocks: dict[str, int] = field(default_factory=dict)  # isolation -> all strategies' deadlocks
+    # The stop signal that ended the sweep early: `rows` are the groups finished before it.
+    stopped: BaseException | None = field(default=None, repr=False)
 
     def as_dict(self) -> dict:
         return {
@@ -112,6 +114,7 @@ class SweepResult:
             "rows": [row.as_dict() for row in self.rows],
             "headlines": [asdict(h) for h in self.headlines],
             "deadlocks": self.deadlocks,
+            "stopped": None if self.stopped is None else str(stop_of(self.stopped)),
         }
 
 
@@ -135,11 +138,16 @@ def sweep(
     validate_sweep(config)
     rows = []
     counter = _Counter(on_step)
-    for isolation in config.isolations:
-        for workers in config.workers:
-            rows.extend(_group(config, server, isolation, workers, on_row, counter))
-    counter.step("done")
+    stopped = None
+    try:
+        for isolation in config.isolations:
+            for workers in config.workers:
+                rows.extend(_group(config, server, isolation, workers, on_row, counter))
+        counter.step("done")
+    except KeyboardInterrupt as stop:
+        stopped = stop  # the groups finished so far still make a table
     result = SweepResult(server.label, config.jobs, config.work_ms, config.batch, config.repeat, config.kill, rows)
+    result.stopped = stopped
     result.headlines = [_headline(rows, isolation, config.workers) for isolation in config.isolations]
     result.deadlocks = {
         i: sum(r.run.deadlocks for r in rows if r.run.isolation == i and r.run.strategy != CEILING) for i in config.isolations
@@ -164,7 +172,10 @@ def _group(config: SweepConfig, server: ServerInfo, isolation: str, workers: int
     for _ in range(config.repeat):
         for name in names:
             counter.step(f"{isolation} {name} x{workers}")
-            runs[name].append(run_workers(_step_config(config, name, isolation, workers), server))
+            run = run_workers(_step_config(config, name, isolation, workers), server)
+            if run.stopped is not None:
+                raise run.stopped  # a group cut short has no median to show
+            runs[name].append(run)
             counter.done += 1
     medians = {name: _median_run(found) for name, found in runs.items()}
     ceiling = medians[CEILING].jobs_per_s

@@ -1,0 +1,84 @@
+"""Standard output that cannot be written (a full device, a closed descriptor, a pipe whose
+reader has gone), and a full disk under the run's directory: one line or silence, a
+documented exit code, no traceback, and the run's clean-up done all the same."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, cli, dsn_env, scratch_databases, skip_without_pg
+
+
+def run_with_stdout(stdout, env: dict, *args: str, shell_redirect: str = "") -> tuple[int, str]:
+    full = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"}
+    full.update(env, NO_COLOR="1")
+    command = [sys.executable, "-m", "jobqueue_demo", *args]
+    if shell_redirect:
+        command = ["sh", "-c", f'exec "$@" {shell_redirect}', "sh", *command]
+    proc = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, text=True, env=full, cwd=ROOT)
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, err
+
+
+def test_a_full_device_is_one_line_exit_4_and_the_run_cleaned_up(embedded):
+    before = scratch_databases(embedded)
+    with open("/dev/full", "w") as full:
+        code, err = run_with_stdout(full, dsn_env(embedded), "run", "nowait")
+    assert code == 4, err
+    assert err.splitlines() == ["jobqueue-demo: cannot write standard output: No space left on device"]
+    assert scratch_databases(embedded) - before == set()
+
+
+def test_a_closed_stdout_is_one_line_exit_4(embedded):
+    before = scratch_databases(embedded)
+    code, err = run_with_stdout(None, dsn_env(embedded), "run", "nowait", shell_redirect=">&-")
+    assert code == 4, err
+    assert err.splitlines() == ["jobqueue-demo: cannot write standard output: it is closed"]
+    assert scratch_databases(embedded) - before == set()
+
+
+def test_a_reader_gone_ends_silently_as_sigpipe_would(embedded):
+    before = scratch_databases(embedded)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        code, err = run_with_stdout(write_end, dsn_env(embedded), "run", "nowait")
+    finally:
+        os.close(write_end)
+    assert (code, err) == (141, "")
+    assert scratch_databases(embedded) - before == set()
+
+
+@pytest.fixture
+def tiny_disk():
+    """A 64 KB file system for the run's directory: too small for a copy of any server's
+    template. Under /tmp, open to all, as the embedded PostgreSQL's user must enter it."""
+    folder = Path(tempfile.mkdtemp(prefix="jqd-test-tiny-"))
+    mount = ["mount", "-t", "tmpfs", "-o", "size=64k,mode=1777", "tmpfs", str(folder)]
+    try:
+        if os.geteuid() != 0 or subprocess.run(mount).returncode:
+            pytest.skip("mounting a tmpfs needs root")
+        try:
+            yield folder
+        finally:
+            subprocess.run(["umount", str(folder)], check=True)
+    finally:
+        folder.rmdir()
+
+
+@pytest.mark.parametrize("engine", ["mysql", "postgresql"])
+def test_a_full_disk_under_the_run_directory_is_one_short_line(tiny_disk, engine):
+    if engine == "postgresql":
+        skip_without_pg()
+    done = cli("--engine", engine, "run", "nowait", env={"TMPDIR": str(tiny_disk)})
+    assert done.returncode == 3, done.stderr
+    [line] = done.stderr.splitlines()
+    # Before, the copy's error listed every file with both paths: 74 KB, 245 KB on one line.
+    assert len(line) < 400 and "No space left on device (and " in line, line
+    assert list(tiny_disk.iterdir()) == []
