@@ -89,51 +89,52 @@ def test_the_cli_says_in_one_line_that_it_rebuilds(built_cache, tmp_path):
     assert "ib_logfile0" in note and note.endswith("rebuilding the cached server template once")
 
 
-def building(cache: Path) -> subprocess.Popen:
-    """A run building the cached template, caught while its bootstrap server writes the system tables."""
+def building(cache: Path, tmp: Path) -> subprocess.Popen:
+    """A run building the cached template, caught while its bootstrap server writes the system
+    tables: in a work dir under TMPDIR (`tmp`), which the servers' own user may enter."""
     env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "jobqueue_demo", "run", "nowait"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True, env={**env, "XDG_CACHE_HOME": str(cache)}, cwd=ROOT,
+        text=True, env={**env, "XDG_CACHE_HOME": str(cache), "TMPDIR": str(tmp)}, cwd=ROOT,
     )
     deadline = time.monotonic() + 30
-    while not list(cache.glob("jobqueue-demo/*/datadir/mysql")) and time.monotonic() < deadline:
+    while not list(tmp.glob("jobqueue-demo-install-*/datadir/mysql")) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert proc.poll() is None, "the build finished before it could be interrupted"
     return proc
 
 
-def _running_from(cache: Path) -> dict[int, str]:
-    found = subprocess.run(["pgrep", "-af", str(cache)], capture_output=True, text=True).stdout.splitlines()
+def _running_from(folder: Path) -> dict[int, str]:
+    found = subprocess.run(["pgrep", "-af", str(folder)], capture_output=True, text=True).stdout.splitlines()
     return {int(line.split()[0]): line for line in found}
 
 
-def test_a_killed_first_build_leaves_no_installer_running(tmp_path):
+def test_a_killed_first_build_leaves_no_installer_running(tmp_path, server_tmp):
     """kill -9 runs no clean-up of ours: the installer, its subshells and its bootstrap server
     must die with the run. The bootstrap server is held stopped, so it cannot end on its own
     when its input closes (before, it and the installer finished the build 1-3 s later)."""
     cache = tmp_path / "cache"
-    proc = building(cache)
-    [bootstrap] = [pid for pid, line in _running_from(cache).items() if "--bootstrap" in line]
+    proc = building(cache, server_tmp)
+    [bootstrap] = [pid for pid, line in _running_from(server_tmp).items() if "--bootstrap" in line]
     os.kill(bootstrap, signal.SIGSTOP)
     proc.kill()
     proc.communicate(timeout=30)
     deadline = time.monotonic() + 10
     try:
-        while left := _running_from(cache):
+        while left := _running_from(server_tmp):
             assert time.monotonic() < deadline, left
             time.sleep(0.05)
     finally:
-        for pid in _running_from(cache):
+        for pid in _running_from(server_tmp):
             os.kill(pid, signal.SIGKILL)
 
 
-def test_ctrl_c_during_the_first_build_stops_the_installer(tmp_path):
+def test_ctrl_c_during_the_first_build_stops_the_installer(tmp_path, server_tmp):
     cache = tmp_path / "cache"
-    proc = building(cache)
+    proc = building(cache, server_tmp)
+    assert _running_from(server_tmp)  # the installer, caught at work
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
-    left = subprocess.run(["pgrep", "-f", str(cache)], capture_output=True, text=True)
-    assert left.stdout.strip() == ""
+    assert _running_from(server_tmp) == {}
     assert [p.name for p in (cache / "jobqueue-demo").iterdir() if not p.name.endswith(".lock")] == []
