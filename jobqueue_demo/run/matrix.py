@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from ..engine import control
 from ..engine.embedded import embedded_with
+from ..engine.server import keeping_no_dir
 from ..errors import StartFailed, UsageError
 from ..scenario.model import ISOLATION_LEVELS, Scenario, Statement
 from . import events as ev
@@ -74,6 +75,8 @@ def parse_axes(texts: list[str]) -> list[Axis]:
 def _assignment(server, setting: Setting) -> str:
     if setting.name == "isolation":
         return server.dialect.isolation_setting(setting.value)
+    if setting.name.lower() == "sql_mode":
+        return keeping_no_dir(_literal(setting.value))
     return f"{setting.name} = {_literal(setting.value)}"
 
 
