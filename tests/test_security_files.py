@@ -183,6 +183,17 @@ BYPASSES = {
         "DATA DIRECTORY would put a table's files outside",
     ),
     "sql-mode-spelt-by-an-escape": ("steps:\n  - A: \"EXECUTE IMMEDIATE 'SET sql_\\\\mode = 0'\"\n", 5, "sql_mode is refused"),
+    # A captured value is sent as a literal of its own: inside quotes, its quotes end them.
+    "capture-inside-quotes": (
+        "steps:\n  - A: \"SELECT CONCAT(' , sql', '_mode = 0 #') AS v;\"\n    capture: v\n  - A: SET @a = ':v';\n",
+        7,
+        "a capture's :name inside quotes or a comment is refused",
+    ),
+    "capture-in-a-comment": (
+        "steps:\n  - A: \"SELECT CONCAT(CHAR(10), ', sql', '_mode = 0 #') AS v;\"\n    capture: v\n  - A: \"SET @a = 1 # :v\"\n",
+        7,
+        "a capture's :name inside quotes or a comment is refused",
+    ),
     "a-backslash-ends-the-quote": (
         "steps:\n  - A: \"SELECT 'a\\\\' /* '; SET sql_mode = ''; -- */\"\n",
         5,

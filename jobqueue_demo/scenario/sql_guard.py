@@ -7,8 +7,10 @@ NO_DIR_IN_CREATE, which engine/server.py gives every session. So the words thems
 refused on every engine, and on MariaDB and MySQL whatever could get round that reading:
 naming sql_mode at all (in a string too, which PREPARE may run), SQL made at run time
 (PREPARE or EXECUTE IMMEDIATE of anything but one string literal, whose text is then checked
-as any other) and executable comments (/*! */, /*M! */), which the server runs and a reader
-takes for comments. A routine's, trigger's or event's body is in its CREATE text, so the
+as any other), executable comments (/*! */, /*M! */), which the server runs and a reader
+takes for comments, and a capture's `:name` inside quotes or a comment: its value is sent as a
+literal of its own, whose quotes would end those around it (or a newline in it the comment),
+and the rest of the value would be SQL no reading here saw. A routine's, trigger's or event's body is in its CREATE text, so the
 same reading sees it. Where a backslash makes the text ambiguous, it is read each way a
 server's sql_mode may read it.
 """
@@ -17,13 +19,14 @@ from __future__ import annotations
 
 import re
 
-from ..engine.sql_lexer import END, EXECUTABLE, HINT, QUOTED, WORD, tokens, unquote
+from ..engine.sql_lexer import END, EXECUTABLE, HINT, PUNCT, QUOTED, WORD, tokens, unquote
+from .model import CAPTURE_REF
 
 # Comments between the words included; in a string too (PREPARE may run it).
 PLACES_FILES = re.compile(r"\b(DATA|INDEX)(?:\s|/\*.*?\*/|(?:--|#)[^\n]*\n)+DIRECTORY\b", re.IGNORECASE | re.DOTALL)
 # Each refusal below needs one of these in the text as written: text a string's escapes spell
 # runs only through PREPARE or EXECUTE IMMEDIATE.
-MAY_BE_REFUSED = re.compile(r"sql_mode|prepare|immediate|directory|/\*!|/\*m!", re.IGNORECASE)
+MAY_BE_REFUSED = re.compile(r"sql_mode|prepare|immediate|directory|/\*!|/\*m!|:[a-z_]", re.IGNORECASE)
 # Backslashes escape in both quotes, in none (NO_BACKSLASH_ESCAPES), in ' alone (ANSI_QUOTES).
 READINGS = ("'\"", "", "'")
 
@@ -35,6 +38,10 @@ EXECUTABLE_COMMENT = (
     "an executable comment (/*! ... */, /*M! ... */) is refused: the server runs the SQL inside it, "
     "which a reader takes for a comment; write that SQL plainly"
 )
+CAPTURE_IN_TEXT = (
+    "a capture's :name inside quotes or a comment is refused: its value is sent as a literal of its own, "
+    "which would end the quotes or the comment around it; write :name where a value goes"
+)
 
 
 def refusal(sql: str, engine: str) -> tuple[int, str] | None:
@@ -43,7 +50,7 @@ def refusal(sql: str, engine: str) -> tuple[int, str] | None:
     if found or engine != "mysql" or not MAY_BE_REFUSED.search(sql):
         return found
     for escaping in READINGS if "\\" in sql else READINGS[:1]:
-        found = _mysql_refusal(sql, escaping)
+        found = _capture_in_text(sql, escaping) or _mysql_refusal(sql, escaping)
         if found:
             return found
     return None
@@ -59,6 +66,12 @@ def _directory(word: str) -> str:
         f"{word.upper()} DIRECTORY would put a table's files outside the server's data directory; "
         "scenario SQL may not choose where the server writes"
     )
+
+
+def _capture_in_text(sql: str, escaping: str) -> tuple[int, str] | None:
+    code = {start for kind, start, _end, text in tokens(sql, True, escaping) if kind == PUNCT and text == ":"}
+    outside = next((m.start() for m in CAPTURE_REF.finditer(sql) if m.start() not in code), None)
+    return None if outside is None else (outside, CAPTURE_IN_TEXT)
 
 
 def _mysql_refusal(sql: str, escaping: str) -> tuple[int, str] | None:
