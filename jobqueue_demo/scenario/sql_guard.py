@@ -10,9 +10,9 @@ naming sql_mode at all (in a string too, which PREPARE may run), SQL made at run
 as any other), executable comments (/*! */, /*M! */), which the server runs and a reader
 takes for comments, and a capture's `:name` inside quotes or a comment: its value is sent as a
 literal of its own, whose quotes would end those around it (or a newline in it the comment),
-and the rest of the value would be SQL no reading here saw. A routine's, trigger's or event's body is in its CREATE text, so the
-same reading sees it. Where a backslash makes the text ambiguous, it is read each way a
-server's sql_mode may read it.
+and the rest of the value would be SQL no reading here saw. A routine's, trigger's or event's
+body is in its CREATE text, so the same reading sees it. Where a backslash makes the text
+ambiguous, it is read each way a server's sql_mode may read it.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from .model import CAPTURE_REF
 
 # Comments between the words included; in a string too (PREPARE may run it).
 PLACES_FILES = re.compile(r"\b(DATA|INDEX)(?:\s|/\*.*?\*/|(?:--|#)[^\n]*\n)+DIRECTORY\b", re.IGNORECASE | re.DOTALL)
-# Each refusal below needs one of these in the text as written: text a string's escapes spell
-# runs only through PREPARE or EXECUTE IMMEDIATE.
+# Each refusal below needs one of these in the text as written (a capture's ':name' among them):
+# text a string's escapes spell runs only through PREPARE or EXECUTE IMMEDIATE.
 MAY_BE_REFUSED = re.compile(r"sql_mode|prepare|immediate|directory|/\*!|/\*m!|:[a-z_]", re.IGNORECASE)
 # Backslashes escape in both quotes, in none (NO_BACKSLASH_ESCAPES), in ' alone (ANSI_QUOTES).
 READINGS = ("'\"", "", "'")
@@ -50,7 +50,7 @@ def refusal(sql: str, engine: str) -> tuple[int, str] | None:
     if found or engine != "mysql" or not MAY_BE_REFUSED.search(sql):
         return found
     for escaping in READINGS if "\\" in sql else READINGS[:1]:
-        found = _capture_in_text(sql, escaping) or _mysql_refusal(sql, escaping)
+        found = _mysql_refusal(sql, escaping, captures=True)
         if found:
             return found
     return None
@@ -68,14 +68,19 @@ def _directory(word: str) -> str:
     )
 
 
-def _capture_in_text(sql: str, escaping: str) -> tuple[int, str] | None:
-    code = {start for kind, start, _end, text in tokens(sql, True, escaping) if kind == PUNCT and text == ":"}
+def _capture_in_text(sql: str, found: list) -> tuple[int, str] | None:
+    code = {start for kind, start, _end, text in found if kind == PUNCT and text == ":"}
     outside = next((m.start() for m in CAPTURE_REF.finditer(sql) if m.start() not in code), None)
     return None if outside is None else (outside, CAPTURE_IN_TEXT)
 
 
-def _mysql_refusal(sql: str, escaping: str) -> tuple[int, str] | None:
+def _mysql_refusal(sql: str, escaping: str, captures: bool = False) -> tuple[int, str] | None:
+    """The first refusal in `sql`; `captures`: whether `:name` is substituted in it (the text
+    as written, not a literal's, which is inside quotes there)."""
     found = list(tokens(sql, True, escaping))
+    caught = _capture_in_text(sql, found) if captures else None
+    if caught:
+        return caught
     for i, (kind, start, end, text) in enumerate(found):
         if kind == EXECUTABLE:
             return start, EXECUTABLE_COMMENT
