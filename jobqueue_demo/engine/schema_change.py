@@ -15,6 +15,8 @@ sql_mode), a dollar sign on PostgreSQL (dollar quoting), MySQL's executable comm
 
 from __future__ import annotations
 
+from .sql_lexer import END, EXECUTABLE, HINT, OPEN, UNCLEAR, tokens
+
 ROWS_ONLY = frozenset(
     "SELECT INSERT UPDATE DELETE REPLACE MERGE WITH VALUES TABLE BEGIN START COMMIT END ROLLBACK ABORT "
     "SAVEPOINT RELEASE SET RESET SHOW LOCK UNLOCK DECLARE FETCH MOVE CLOSE DISCARD DEALLOCATE "
@@ -64,81 +66,11 @@ def _changes(words: list[str]) -> bool:
 def _statements(sql: str, mysql: bool) -> list[list[str]]:
     """The words of each statement (upper case; quoted text and punctuation as one character)."""
     statements: list[list[str]] = [[]]
-    i, n = 0, len(sql)
-    while i < n:
-        c = sql[i]
-        if c.isspace():
-            i += 1
-        elif _line_comment(sql, i, mysql):
-            end = sql.find("\n", i)
-            end = n if end < 0 else end
-            if "\r" in sql[i:end]:  # the end of the comment for PostgreSQL, not for MySQL
-                raise _Unclear
-            i = end + 1
-        elif sql.startswith("/*", i):
-            i = _block_comment(sql, i, mysql)
-        elif c in "'\"" or (mysql and c == "`"):
-            i = _quoted(sql, i)
-            statements[-1].append(c)
-        elif c == "$" and not mysql:
+    for kind, _start, _end, text in tokens(sql, mysql):
+        if kind in (EXECUTABLE, OPEN, UNCLEAR):
             raise _Unclear
-        elif c == ";":
+        if kind == END:
             statements.append([])
-            i += 1
-        elif c.isalnum() or c == "_":
-            start = i
-            while i < n and (sql[i].isalnum() or sql[i] in "_$"):
-                if sql[i] == "$" and not mysql:
-                    raise _Unclear
-                i += 1
-            statements[-1].append(sql[start:i].upper())
-        else:
-            statements[-1].append(c)
-            i += 1
+        elif kind != HINT:
+            statements[-1].append(text)
     return statements
-
-
-def _line_comment(sql: str, i: int, mysql: bool) -> bool:
-    if not mysql:
-        return sql.startswith("--", i)
-    if sql[i] == "#":
-        return True
-    # MySQL reads "--" as a comment only before a space or a control character.
-    return sql.startswith("--", i) and (i + 2 == len(sql) or sql[i + 2] <= " ")
-
-
-def _block_comment(sql: str, i: int, mysql: bool) -> int:
-    """Where the comment starting at `i` ends: PostgreSQL's nest, MySQL's do not."""
-    if mysql:
-        if sql.startswith(("/*!", "/*M!"), i):
-            raise _Unclear
-        end = sql.find("*/", i + 2)
-        if end < 0:
-            raise _Unclear
-        return end + 2
-    depth, j = 0, i
-    while j < len(sql):
-        if sql.startswith("/*", j):
-            depth, j = depth + 1, j + 2
-        elif sql.startswith("*/", j):
-            depth, j = depth - 1, j + 2
-            if depth == 0:
-                return j
-        else:
-            j += 1
-    raise _Unclear
-
-
-def _quoted(sql: str, i: int) -> int:
-    """Past the quoted text starting at `i`; a doubled quote stays inside."""
-    quote, j = sql[i], i + 1
-    while j < len(sql):
-        if sql[j] == "\\":
-            raise _Unclear
-        if sql[j] == quote:
-            if sql.startswith(quote * 2, j):
-                j += 2
-                continue
-            return j + 1
-        j += 1
-    raise _Unclear

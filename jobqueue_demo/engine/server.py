@@ -35,14 +35,18 @@ MAX_SOCKET_TIMEOUT_S = 86400
 # A --step or --pace pause may be long, and a server's global wait_timeout short: the
 # server default (8 hours) for every connection, so an idle control connection is kept.
 SESSION_WAIT_TIMEOUT_S = 28800
+
+
+def keeping_no_dir(mode: str) -> str:
+    """The assignment of the sql_mode `mode` (an SQL expression) with NO_DIR_IN_CREATE added.
+    A server that honours DATA/INDEX DIRECTORY (a --dsn one; the embedded one runs with
+    --symbolic-links=0) then ignores them, PREPAREd text included, so scenario SQL, which may
+    not name sql_mode (scenario/sql_guard.py), does not choose where a table's files go."""
+    return f"sql_mode = CONCAT_WS(',', NULLIF({mode}, ''), 'NO_DIR_IN_CREATE')"
+
+
 # Every connection's first statement, again after COM_CHANGE_USER (which resets the session).
-# NO_DIR_IN_CREATE: a server that honours DATA/INDEX DIRECTORY (a --dsn one; the embedded one
-# runs with --symbolic-links=0) ignores them, PREPAREd text included, so scenario SQL does not
-# choose where the server writes a table's files unless it changes sql_mode itself.
-SESSION_INIT = (
-    f"SET SESSION wait_timeout = {SESSION_WAIT_TIMEOUT_S}, "
-    "sql_mode = CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'NO_DIR_IN_CREATE')"
-)
+SESSION_INIT = f"SET SESSION wait_timeout = {SESSION_WAIT_TIMEOUT_S}, " + keeping_no_dir("@@SESSION.sql_mode")
 CLIENT_OPTIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "client.cnf")
 
 

@@ -2,7 +2,8 @@
 
 Each axis names a server variable (or `isolation`, the sessions' isolation level under the
 server's own variable name) and the values to try. A variable a session may set is set on
-every session of the run (after the scenario's own settings, so the matrix wins). A
+every session of the run (after the scenario's own settings, so the matrix wins); sql_mode
+keeps the NO_DIR_IN_CREATE every session has (engine/server.py), whatever the values. A
 variable the server takes only globally is set with SET GLOBAL on the private embedded
 server and put back afterwards. A read-only one (given only when a server starts) gets a
 second private server started with it as an option, used while consecutive combinations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 
 from ..engine import control
 from ..engine.embedded import embedded_with
+from ..engine.server import keeping_no_dir
 from ..errors import StartFailed, UsageError
 from ..scenario.model import ISOLATION_LEVELS, Scenario, Statement
 from . import events as ev
@@ -74,6 +76,8 @@ def parse_axes(texts: list[str]) -> list[Axis]:
 def _assignment(server, setting: Setting) -> str:
     if setting.name == "isolation":
         return server.dialect.isolation_setting(setting.value)
+    if setting.name.lower() == "sql_mode":
+        return keeping_no_dir(_literal(setting.value))
     return f"{setting.name} = {_literal(setting.value)}"
 
 

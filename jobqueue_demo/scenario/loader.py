@@ -33,6 +33,7 @@ from .model import (
 )
 from ..engine import mysql_errors, pg_errors
 from .nearest import nearest
+from .sql_guard import refusal
 
 # libyaml's parser, when PyYAML was built with it, reads a lesson several times faster;
 # both give the same nodes and marks.
@@ -50,15 +51,6 @@ STATEMENT_KEYS = {"comment", "expect", "capture"}
 SESSION_KEYS = {"isolation", "innodb_lock_wait_timeout", "lock_wait_timeout", "node", "wsrep_sync_wait"}
 MAX_CLUSTER_NODES = 9
 EXPECT_KEYS = {"ok", "columns", "rows", "affected", "error", "waits"}
-
-# Table options that put a table's files in a directory the statement names, outside the
-# server's own. The embedded server ignores them (--symbolic-links=0) and a --dsn server is
-# not ours to configure: refused here, comments between the words included, and the marks of
-# an executable comment (/*!, /*M!100000, */), whose text the server runs: `/*!DATA*/ DIRECTORY`
-# is DATA DIRECTORY to it. Only the plain forms: SQL built from strings at run time is the
-# server's to refuse.
-_BETWEEN_WORDS = r"(?:\s|/\*(?!M?!).*?\*/|/\*M?!\d*|\*/|(?:--|#)[^\n]*\n)+"
-PLACES_FILES = re.compile(rf"\b(DATA|INDEX){_BETWEEN_WORDS}DIRECTORY\b", re.IGNORECASE | re.DOTALL)
 
 
 def load_scenario(path: str) -> Scenario:
@@ -523,28 +515,23 @@ class _Builder:
         sql = self.text_of(node, what).strip()
         if not sql:
             self.fail(node, f"{what} is empty")
-        self.check_files(node, what)
+        self.check_sql(node, what, engine)
         return sql
 
     def setup_sql(self, node: yaml.Node, what: str, engine: str = "") -> str:
         sql = self.plain_text(node, what)
         if sql:
-            self.check_files(node, what)
+            self.check_sql(node, what, engine)
         return sql
 
-    def check_files(self, node: yaml.Node, what: str) -> None:
-        """Scenario SQL may not place a table's files itself (PLACES_FILES), on the line it does."""
-        found = PLACES_FILES.search(node.value)
+    def check_sql(self, node: yaml.Node, what: str, engine: str) -> None:
+        """Scenario SQL may not do what sql_guard refuses, told on the line it does it."""
+        found = refusal(node.value, engine)
         if found is None:
             return
         block = node.style in ("|", ">")  # its text starts on the line after the indicator
-        line = node.start_mark.line + 1 + block + node.value.count("\n", 0, found.start())
-        raise ScenarioError(
-            self.path,
-            f"{what}: {found.group(1).upper()} DIRECTORY would put a table's files outside the server's data "
-            "directory; scenario SQL may not choose where the server writes",
-            line,
-        )
+        line = node.start_mark.line + 1 + block + node.value.count("\n", 0, found[0])
+        raise ScenarioError(self.path, f"{what}: {found[1]}", line)
 
     def expectation(self, node: yaml.Node, what: str, engine: str) -> Expectation:
         """One engine's expectation: an error's spelling is resolved for that engine."""
