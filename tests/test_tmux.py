@@ -151,6 +151,7 @@ def test_ctrl_c_in_step_mode_gives_the_same_summary_as_q(tmux, embedded):
 VIEWS = (
     ("run", "skip-locked"),
     ("run", "deadlock"),
+    ("run", "stalled-worker"),  # its lock list, our own table: 84 columns once, at any width
     ("run", "skip-locked", "--step", "--pace", "0.01"),
     ("run", "outbox", "--layout", "columns"),
     ("show", "skip-locked-explore"),
