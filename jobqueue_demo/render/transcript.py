@@ -150,7 +150,9 @@ def wait_phrase(event: ev.Waiting) -> str:
     article = "an" if event.kind[:1] in "aeiou" else "a"
     text = f"waiting for {article} {event.kind}"
     if holders or not queued:
-        text += " held by " + (" and ".join(e.session for e in holders) or "another session")
+        who = " and ".join(e.session for e in holders) or "another session"
+        # "an insert intention lock held by A" would be false: A holds a lock on the gap.
+        text += f", blocked by {who}'s lock on the gap" if event.kind in ev.ASKED_ONLY else f" held by {who}"
     if queued:
         text += ", queued behind " + " and ".join(_queued_request(e) for e in queued)
     modes = [f"{e.session} {'asks' if e.how == ev.QUEUED else 'holds'} {e.mode}" for e in event.edges if e.mode]

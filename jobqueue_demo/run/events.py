@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..engine.result import Result
+from ..engine.waits import ASKED_ONLY as ASKED_ONLY
 from ..engine.waits import HOLDS as HOLDS  # how a Blocker blocks: the views read these two
 from ..engine.waits import QUEUED as QUEUED
 from ..scenario.model import Step
