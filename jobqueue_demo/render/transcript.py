@@ -221,16 +221,17 @@ def stuck_lines(event: ev.Stuck) -> list[Line]:
 
 
 FAULT_WORDS = {
-    "kill": "killed from the control connection (KILL CONNECTION)",
+    "kill": "killed from the control connection",
     "disconnect": "disconnected abruptly, as a crashed process would (no ROLLBACK sent)",
-    "kill-query": "statement killed from the control connection (KILL QUERY)",
+    "kill-query": "statement killed from the control connection",
     "reconnect": "reconnected",
     "wait": "waited for",
 }
 
 
 def fault_text(event: ev.FaultApplied) -> str:
-    text = f"-- {event.session} {FAULT_WORDS[event.action]}: {event.detail}"
+    call = f" ({event.call})" if event.call else ""
+    text = f"-- {event.session} {FAULT_WORDS[event.action]}{call}: {event.detail}"
     if event.took_ms is not None:
         text += f" after {event.took_ms:.1f} ms"
     return text

@@ -101,6 +101,7 @@ class FaultApplied:
     at_ms: float
     detail: str
     took_ms: float | None = None
+    call: str = ""  # what a kill was done with: KILL CONNECTION, pg_terminate_backend...
 
 
 @dataclass(eq=False)
