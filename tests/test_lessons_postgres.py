@@ -80,6 +80,16 @@ def test_compare_sets_the_engines_side_by_side_in_80_columns():
 
 
 @pytest.mark.server  # run_cli starts both embedded servers
+def test_compare_wraps_a_long_title_too():
+    """disconnect-worker's title line was 82 columns, the only line compare did not wrap."""
+    done = run_cli("compare", "disconnect-worker")
+    lines = done.stdout.splitlines()
+    assert all(cells(line) <= 80 for line in lines), max(lines, key=cells)
+    assert lines[:2] == ["-- A crashed worker's claim comes back once the server notices; its email does",
+                         "   not"]
+
+
+@pytest.mark.server  # run_cli starts both embedded servers
 def test_compare_as_json_names_each_difference():
     done = run_cli("compare", "deadlock", "--format", "json")
     assert done.exit_code == 0, done.stdout + done.stderr

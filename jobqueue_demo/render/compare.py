@@ -23,7 +23,7 @@ MARGIN = 2  # the mark and a space
 def compare_text(left: EngineRun, right: EngineRun, found: list[StepDifference], width: int = 80) -> str:
     cell = (width - MARGIN - len(PLAIN.sep)) // 2
     rule = " " * MARGIN + PLAIN.rule * cell + PLAIN.cross + PLAIN.rule * cell
-    out = [f"-- {left.scenario.title}", _row(" ", [left.server], [right.server], cell), rule]
+    out = [*wrap(f"-- {left.scenario.title}", width, "   "), _row(" ", [left.server], [right.server], cell), rule]
     marked = {d.step for d in found}
     groups_left, groups_right = _by_step(left.events, cell), _by_step(right.events, cell)
     for index in sorted(groups_left.keys() | groups_right.keys()):
