@@ -276,6 +276,24 @@ def test_deadlocks_are_counted_and_the_victim_shown(tmp_path, embedded):
     assert "was chosen as the deadlock victim" in transcript(victims[0])
 
 
+def test_a_schedule_with_a_deadlock_and_an_unexpected_error_counts_as_the_error(tmp_path, embedded):
+    """The counts once read "deadlock 9, unexpected error 0" above a verdict failed by an
+    unexpected error in 3 schedules: each schedule is counted under its worst outcome, and an
+    unexpected error fails the verdict where a deadlock does not."""
+    steps = "\n".join(
+        f"  - {s}: {sql}"
+        for s, sql in [
+            ("A", "BEGIN;"), ("A", "UPDATE jobs SET runs = 1 WHERE id = 1;"), ("A", "UPDATE jobs SET runs = 1 WHERE id = 2;"),
+            ("A", "COMMIT;"), ("A", "SELEC 1;"), ("B", "BEGIN;"), ("B", "UPDATE jobs SET runs = 1 WHERE id = 2;"),
+            ("B", "UPDATE jobs SET runs = 1 WHERE id = 1;"), ("B", "COMMIT;"),
+        ]
+    )
+    text = TWO_WORKERS.format(steps=steps).split("invariants:")[0]
+    report, _ = run(scenario_file(tmp_path, "cycle_typo", text), embedded, jobs=2)
+    assert any(f.kind == "deadlock" for f in report.findings)
+    assert report.counts["error"] == report.explored and report.failed
+
+
 def test_faults_at_every_point_keep_jobs_single(tmp_path, embedded):
     text = TWO_WORKERS.format(steps=worker_steps("A") + "\n" + worker_steps("B"))
     scenario = scenario_file(tmp_path, "faults", text)

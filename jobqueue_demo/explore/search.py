@@ -42,8 +42,8 @@ ENDS_STATEMENT = {
     "disconnect": ("connection-lost",),
     "kill-query": ("interrupted",),
 }
-# A schedule's outcome is its worst finding, in this order.
-SEVERITY = (STUCK, DIVERGED, VIOLATED, DEADLOCK, ERROR, EXPECTED)
+# A schedule's outcome is its worst finding, in this order: those that fail the verdict first.
+SEVERITY = (STUCK, DIVERGED, VIOLATED, ERROR, DEADLOCK, EXPECTED)
 # A 1213 on a Galera node that was no deadlock, as a finding says it (run/events.py's
 # Completed.rollback); counted with the deadlocks, the class of the error they share.
 ROLLED_BACK = {
