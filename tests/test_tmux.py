@@ -224,3 +224,22 @@ def test_every_view_wraps_at_words_within_the_terminal(tmp_path, piped_words, wi
     assert "A marks job 1 done and commits. B explicitly rolls back, releasing its claim on job 2." in joined
     bench_heads = [line for line in lines if re.match(r" +isolation +\| +strategy +\| workers \|", line)]
     assert len(bench_heads) >= 2, text  # bench's table (169 characters a row before), cut into several
+
+
+def test_verify_wraps_its_report_within_the_terminal(tmp_path, local):
+    """verify printed `<path>: ok (12 expectation(s))` whole, past a 60-column edge."""
+    folder = tmp_path / "lessons-kept-for-the-class"
+    folder.mkdir()
+    lesson = folder / "nowait.yaml"
+    lesson.write_text((ROOT / "scenarios" / "nowait.yaml").read_text())
+    program = ["env", "-u", "COLUMNS", "-u", "LINES", "NO_COLOR=1", sys.executable, "-m", "jobqueue_demo"]
+    term = Tmux(60, [*program, "verify", str(lesson), "--dsn", LOCAL_DSN], tmp_path)
+    try:
+        assert term.exit_status() == 0, term.screen()
+        lines = drawn(term.screen())
+    finally:
+        term.close()
+    assert [line for line in lines if cells(line) > 60] == []
+    # The path alone is wider than the line: it is the one word cut.
+    assert "".join(f"{lesson}: ok (7 expectation(s))".split()) in "".join("".join(lines).split())
+    assert any(line.startswith("Verified against ") for line in lines)
