@@ -33,7 +33,8 @@ def _card(scenario: Scenario, name: str, variant_of: tuple[str, ...], prose_widt
         lines += ["", "what it proves:", *_indent(proves, prose_width)]
     outcome = expected_outcome(scenario)
     if outcome:
-        lines += ["", "expected outcome:", *(f"  {line}" for line in outcome)]
+        on = f" on {scenario.engine}" if len(scenario.engines) > 1 else ""
+        lines += ["", f"expected outcome{on}:", *(f"  {line}" for line in outcome)]
     lines.append("")
     if scenario.explore:
         lines.append(f"explore variant: {scenario.explore} (jobqueue-demo explore {scenario.explore})")
