@@ -403,6 +403,14 @@ def test_a_finding_not_reproduced_shows_the_schedule_that_did_it(tmp_path, embed
     assert '-- at the end, invariant "first check on this connection"' in out.getvalue()
 
 
+def test_sample_progress_counts_distinct_schedules_only(tmp_path, embedded):
+    """Random walks with faults repeat schedules: each walk once moved the bar (4000/200)."""
+    scenario = core.load(str(BROKEN))
+    report, seen = run(scenario, embedded, sample=12, seed=1, faults=("rollback", "disconnect"), jobs=1)
+    assert len(seen) == report.explored <= 12
+    assert len({execution.moves for execution in seen}) == len(seen)
+
+
 def test_sample_is_reproducible_and_distinct(embedded):
     scenario = core.load(str(BROKEN))
     first, _ = run(scenario, embedded, sample=25, seed=11, jobs=1)
