@@ -243,3 +243,12 @@ def test_verify_wraps_its_report_within_the_terminal(tmp_path, local):
     # The path alone is wider than the line: it is the one word cut.
     assert "".join(f"{lesson}: ok (7 expectation(s))".split()) in "".join("".join(lines).split())
     assert any(line.startswith("Verified against ") for line in lines)
+
+
+def test_a_usage_error_wraps_within_the_terminal(tmux):
+    """Click printed "Error: Invalid value for '--sample': 0 is not in the range x>=1." whole."""
+    term = tmux(60, "explore", "nowait", "--sample", "0")
+    assert term.exit_status() == 2
+    lines = drawn(term.screen())
+    assert [line for line in lines if cells(line) > 60] == []
+    assert "Error: Invalid value for '--sample': 0 is not in the range x>=1." in flat("\n".join(lines))

@@ -12,6 +12,7 @@ from typing import Annotated, List, Optional
 
 import typer
 from typer._click.core import Context
+from typer._click.exceptions import ClickException
 from typer._click.formatting import HelpFormatter
 from typer.core import TyperGroup
 
@@ -77,6 +78,29 @@ class Group(TyperGroup):
         if command is not None:
             command.context_class = HelpContext
         return command
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except ClickException as error:
+            # Click prints "Error: <message>" as one line, however wide the terminal.
+            error.format_message = _fitted_message(error.format_message)
+            raise
+
+
+def _fitted_message(message):
+    """`message()` wrapped so that, after click's "Error: ", it fits the terminal."""
+
+    def fitted_message() -> str:
+        text = message()
+        if not sys.stderr.isatty():
+            return text
+        from ..render.wrap import terminal_width, wrap_lines
+
+        lines = wrap_lines(f"Error: {text}", terminal_width(sys.stderr), "   ")
+        return "\n".join([lines[0][len("Error: "):], *lines[1:]])
+
+    return fitted_message
 
 
 app = typer.Typer(
