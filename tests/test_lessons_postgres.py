@@ -75,6 +75,8 @@ def test_compare_sets_the_engines_side_by_side_in_80_columns():
     # P's INSERT: waiting on MariaDB, answered at once on PostgreSQL, and marked.
     marked = [line for line in lines if line.startswith("* P> INSERT")]
     assert len(marked) == 1 and "|" in marked[0]
+    # Its comment on both sides: the waiting side once left it out.
+    assert any([c.strip() for c in line.split("|")] == ["-- a new job, id 4"] * 2 for line in lines)
     assert "* 1 statement(s) whose outcome differs:" in lines
     assert any(re.match(r"  step 4 \(line \d+\), P: waited vs not$", line) for line in lines)
 
