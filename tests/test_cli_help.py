@@ -88,3 +88,24 @@ def test_an_unknown_engine_is_one_line_wherever_it_stands(args):
     done = cli(*args)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == "jobqueue-demo: unknown engine 'oracle': expected mysql or postgresql\n"
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_every_help_fits_its_width_and_its_examples_still_paste(width, monkeypatch, capsys):
+    """Click keeps an example block's lines as written: `bench --help` once printed a
+    122-column command at any width. A long one is continued with ` \\` at an option."""
+    from examples import help_blocks
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    shown = {block.where: block.commands for block in help_blocks()}
+    for name in [None, *command_names()]:
+        args = [name, "--help"] if name else ["--help"]
+        with pytest.raises(SystemExit):
+            all_commands()(args=args, prog_name="jobqueue-demo")
+        out = capsys.readouterr().out
+        too_wide = [line for line in out.splitlines() if len(line) > width]
+        assert not too_wide, f"{args} at {width} columns: {too_wide}"
+        if name:
+            pasted = out.split("Example:", 1)[1].replace(" \\\n", " ")
+            for command in shown[f"{name} --help"]:
+                assert " ".join(command.split()) in " ".join(pasted.split()), command

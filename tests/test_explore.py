@@ -276,6 +276,24 @@ def test_deadlocks_are_counted_and_the_victim_shown(tmp_path, embedded):
     assert "was chosen as the deadlock victim" in transcript(victims[0])
 
 
+def test_a_schedule_with_a_deadlock_and_an_unexpected_error_counts_as_the_error(tmp_path, embedded):
+    """The counts once read "deadlock 9, unexpected error 0" above a verdict failed by an
+    unexpected error in 3 schedules: each schedule is counted under its worst outcome, and an
+    unexpected error fails the verdict where a deadlock does not."""
+    steps = "\n".join(
+        f"  - {s}: {sql}"
+        for s, sql in [
+            ("A", "BEGIN;"), ("A", "UPDATE jobs SET runs = 1 WHERE id = 1;"), ("A", "UPDATE jobs SET runs = 1 WHERE id = 2;"),
+            ("A", "COMMIT;"), ("A", "SELEC 1;"), ("B", "BEGIN;"), ("B", "UPDATE jobs SET runs = 1 WHERE id = 2;"),
+            ("B", "UPDATE jobs SET runs = 1 WHERE id = 1;"), ("B", "COMMIT;"),
+        ]
+    )
+    text = TWO_WORKERS.format(steps=steps).split("invariants:")[0]
+    report, _ = run(scenario_file(tmp_path, "cycle_typo", text), embedded, jobs=2)
+    assert any(f.kind == "deadlock" for f in report.findings)
+    assert report.counts["error"] == report.explored and report.failed
+
+
 def test_faults_at_every_point_keep_jobs_single(tmp_path, embedded):
     text = TWO_WORKERS.format(steps=worker_steps("A") + "\n" + worker_steps("B"))
     scenario = scenario_file(tmp_path, "faults", text)
@@ -383,6 +401,14 @@ def test_a_finding_not_reproduced_shows_the_schedule_that_did_it(tmp_path, embed
     print_report(report, out, color=False)
     assert "-- as first run, lock holders not named: run again, this schedule did not show it" in out.getvalue()
     assert '-- at the end, invariant "first check on this connection"' in out.getvalue()
+
+
+def test_sample_progress_counts_distinct_schedules_only(tmp_path, embedded):
+    """Random walks with faults repeat schedules: each walk once moved the bar (4000/200)."""
+    scenario = core.load(str(BROKEN))
+    report, seen = run(scenario, embedded, sample=12, seed=1, faults=("rollback", "disconnect"), jobs=1)
+    assert len(seen) == report.explored <= 12
+    assert len({execution.moves for execution in seen}) == len(seen)
 
 
 def test_sample_is_reproducible_and_distinct(embedded):

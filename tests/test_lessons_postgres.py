@@ -75,8 +75,20 @@ def test_compare_sets_the_engines_side_by_side_in_80_columns():
     # P's INSERT: waiting on MariaDB, answered at once on PostgreSQL, and marked.
     marked = [line for line in lines if line.startswith("* P> INSERT")]
     assert len(marked) == 1 and "|" in marked[0]
+    # Its comment on both sides: the waiting side once left it out.
+    assert any([c.strip() for c in line.split("|")] == ["-- a new job, id 4"] * 2 for line in lines)
     assert "* 1 statement(s) whose outcome differs:" in lines
     assert any(re.match(r"  step 4 \(line \d+\), P: waited vs not$", line) for line in lines)
+
+
+@pytest.mark.server  # run_cli starts both embedded servers
+def test_compare_wraps_a_long_title_too():
+    """disconnect-worker's title line was 82 columns, the only line compare did not wrap."""
+    done = run_cli("compare", "disconnect-worker")
+    lines = done.stdout.splitlines()
+    assert all(cells(line) <= 80 for line in lines), max(lines, key=cells)
+    assert lines[:2] == ["-- A crashed worker's claim comes back once the server notices; its email does",
+                         "   not"]
 
 
 @pytest.mark.server  # run_cli starts both embedded servers

@@ -119,6 +119,10 @@ def test_kill_terminates_the_backend_and_its_claim_comes_back(pg):
     report = run("kill-worker", pg)
     fault = next(e for e in report.events if isinstance(e, ev.FaultApplied))
     assert fault.detail == "the server ended the session and rolled back its transaction"
+    from jobqueue_demo.render.transcript import fault_text
+
+    # It once read "(KILL CONNECTION)", a MariaDB statement, on PostgreSQL too.
+    assert fault_text(fault).startswith("-- B killed from the control connection (pg_terminate_backend): ")
     reclaimed = [e for e in completed(report, "A") if e.result.rows == (("2", "generate invoice"),)]
     assert reclaimed
     last = completed(report, "B")[-1].result.error

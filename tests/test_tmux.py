@@ -151,6 +151,7 @@ def test_ctrl_c_in_step_mode_gives_the_same_summary_as_q(tmux, embedded):
 VIEWS = (
     ("run", "skip-locked"),
     ("run", "deadlock"),
+    ("run", "stalled-worker"),  # its lock list, our own table: 84 columns once, at any width
     ("run", "skip-locked", "--step", "--pace", "0.01"),
     ("run", "outbox", "--layout", "columns"),
     ("show", "skip-locked-explore"),
@@ -223,3 +224,31 @@ def test_every_view_wraps_at_words_within_the_terminal(tmp_path, piped_words, wi
     assert "A marks job 1 done and commits. B explicitly rolls back, releasing its claim on job 2." in joined
     bench_heads = [line for line in lines if re.match(r" +isolation +\| +strategy +\| workers \|", line)]
     assert len(bench_heads) >= 2, text  # bench's table (169 characters a row before), cut into several
+
+
+def test_verify_wraps_its_report_within_the_terminal(tmp_path, local):
+    """verify printed `<path>: ok (12 expectation(s))` whole, past a 60-column edge."""
+    folder = tmp_path / "lessons-kept-for-the-class"
+    folder.mkdir()
+    lesson = folder / "nowait.yaml"
+    lesson.write_text((ROOT / "scenarios" / "nowait.yaml").read_text())
+    program = ["env", "-u", "COLUMNS", "-u", "LINES", "NO_COLOR=1", sys.executable, "-m", "jobqueue_demo"]
+    term = Tmux(60, [*program, "verify", str(lesson), "--dsn", LOCAL_DSN], tmp_path)
+    try:
+        assert term.exit_status() == 0, term.screen()
+        lines = drawn(term.screen())
+    finally:
+        term.close()
+    assert [line for line in lines if cells(line) > 60] == []
+    # The path alone is wider than the line: it is the one word cut.
+    assert "".join(f"{lesson}: ok (7 expectation(s))".split()) in "".join("".join(lines).split())
+    assert any(line.startswith("Verified against ") for line in lines)
+
+
+def test_a_usage_error_wraps_within_the_terminal(tmux):
+    """Click printed "Error: Invalid value for '--sample': 0 is not in the range x>=1." whole."""
+    term = tmux(60, "explore", "nowait", "--sample", "0")
+    assert term.exit_status() == 2
+    lines = drawn(term.screen())
+    assert [line for line in lines if cells(line) > 60] == []
+    assert "Error: Invalid value for '--sample': 0 is not in the range x>=1." in flat("\n".join(lines))

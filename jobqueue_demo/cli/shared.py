@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from typing import Annotated, List, Optional
 
 import typer
+from typer._click.core import Context
+from typer._click.exceptions import ClickException
+from typer._click.formatting import HelpFormatter
+from typer.core import TyperGroup
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 expectations not met or the schedule got stuck; "
@@ -18,7 +22,89 @@ EXIT_CODES_HELP = (
     "130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP (128 + the signal's number)."
 )
 
+
+
+def continued(text: str, width: int) -> str:
+    """`text` with each example command wider than `width` broken at spaces into shell
+    continuation lines (` \\`), so it fits and still runs as pasted."""
+    out = []
+    for line in text.split("\n"):
+        body = line.lstrip(" ")
+        lead = line[: len(line) - len(body)]
+        if not body.startswith("jobqueue-demo ") or len(line) <= width:
+            out.append(line)
+            continue
+        piece = lead
+        for word in _option_units(body.split(" ")):
+            if piece.strip() and len(piece) + 1 + len(word) + 2 > width:
+                out.append(piece + " \\")
+                piece = lead + "    " + word
+            else:
+                piece = f"{piece} {word}" if piece.strip() else piece + word
+        out.append(piece)
+    return "\n".join(out)
+
+
+def _option_units(words: list[str]) -> list[str]:
+    """The words of a command, each option kept with its value: a line breaks before options."""
+    units: list[str] = []
+    for word in words:
+        if units and units[-1].startswith("-") and " " not in units[-1] and not word.startswith("-"):
+            units[-1] += " " + word
+        else:
+            units.append(word)
+    return units
+
+
+class ExamplesFormatter(HelpFormatter):
+    """Click's help formatter, which keeps a `\\b` block's lines as they are however wide:
+    the examples' long commands are continued instead."""
+
+    def write_text(self, text: str) -> None:
+        super().write_text(continued(text, self.width - self.current_indent))
+
+
+class HelpContext(Context):
+    formatter_class = ExamplesFormatter
+
+
+class Group(TyperGroup):
+    """The app's group: every command's help written by ExamplesFormatter."""
+
+    context_class = HelpContext
+
+    def get_command(self, ctx, name):
+        command = super().get_command(ctx, name)
+        if command is not None:
+            command.context_class = HelpContext
+        return command
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except ClickException as error:
+            # Click prints "Error: <message>" as one line, however wide the terminal.
+            error.format_message = _fitted_message(error.format_message)
+            raise
+
+
+def _fitted_message(message):
+    """`message()` wrapped so that, after click's "Error: ", it fits the terminal."""
+
+    def fitted_message() -> str:
+        text = message()
+        if not sys.stderr.isatty():
+            return text
+        from ..render.wrap import terminal_width, wrap_lines
+
+        lines = wrap_lines(f"Error: {text}", terminal_width(sys.stderr), "   ")
+        return "\n".join([lines[0][len("Error: "):], *lines[1:]])
+
+    return fitted_message
+
+
 app = typer.Typer(
+    cls=Group,
     help="Run job-queue lessons (SELECT ... FOR UPDATE SKIP LOCKED and friends) on a real "
     "MariaDB, MySQL or PostgreSQL server and print them as transcripts.\n\n" + EXIT_CODES_HELP,
     add_completion=False,

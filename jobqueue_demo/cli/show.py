@@ -26,7 +26,13 @@ def show(
     from ..render.lesson_card import card
     from ..render.wrap import terminal_width
 
+    from .shared import options
+
     loaded = api.load(lesson)
+    # Its expectations as on the engine --engine names: a lesson's outcome differs by engine.
+    target = api.engine_target(None, options.engine)
+    if target in loaded.engines:
+        loaded = loaded.for_engine(target)
     if source:
         print(loaded.source, end="" if loaded.source.endswith("\n") else "\n")
         return

@@ -151,9 +151,9 @@ def verify(
         # Each group has its own server: each is named with its own verdict, a cluster as one.
         label = f"{server.label} ({server.where})" if server.nodes else server.label
         if differ:
-            print(f"{differ} of {len(items)} scenario(s) differ on {label}")
+            _tell(f"{differ} of {len(items)} scenario(s) differ on {label}")
         else:
-            print(f"Verified against {label}")
+            _tell(f"Verified against {label}")
         failed += differ
     if failed:
         raise typer.Exit(EXIT_MISMATCH)
@@ -170,16 +170,16 @@ def _verify_on(items: list, server, step_timeout: float) -> int:
             report = api.run(item, server, step_timeout)
         except StuckRun as stuck:
             failed += 1
-            print(f"{item.path}: {len(stuck.mismatches)} expectation(s) not met, then the run got stuck")
+            _tell(f"{item.path}: {len(stuck.mismatches)} expectation(s) not met, then the run got stuck")
             _print_mismatches(stuck.mismatches)
-            print(f"  {stuck}")
+            _tell(f"  {stuck}", "    ")
             continue
         if report.mismatches:
             failed += 1
-            print(f"{item.path}: {len(report.mismatches)} expectation(s) not met")
+            _tell(f"{item.path}: {len(report.mismatches)} expectation(s) not met")
             _print_mismatches(report.mismatches)
         else:
-            print(f"{item.path}: ok ({report.checked} expectation(s))")
+            _tell(f"{item.path}: ok ({report.checked} expectation(s))")
     return failed
 
 
@@ -194,7 +194,7 @@ def _written_for_engine(loaded: list, dsn) -> list:
     kept = [item for item in loaded if target in item.engines]
     for item in loaded:
         if item not in kept:
-            print(f"{item.path}: skipped, written for {' and '.join(item.engines)} only")
+            _tell(f"{item.path}: skipped, written for {' and '.join(item.engines)} only")
     if not kept:
         raise UsageError(f"none of these scenarios is written for {target}")
     return kept
@@ -202,7 +202,12 @@ def _written_for_engine(loaded: list, dsn) -> list:
 
 def _print_mismatches(mismatches) -> None:
     for m in mismatches:
-        print(fitted("  " + str(m).replace("\n", "\n  "), sys.stdout, "    "))
+        _tell("  " + str(m).replace("\n", "\n  "), "    ")
+
+
+def _tell(text: str, indent: str = "   ") -> None:
+    """A line of verify's report, wrapped on a terminal as every view is."""
+    print(fitted(text, sys.stdout, indent))
 
 
 @app.command()
@@ -237,4 +242,4 @@ def record(
         )
     with server_for(dsn, (loaded,)) as server:
         written = api.record(loaded, server, step_timeout)
-    print(f"{loaded.path}: recorded {written} statement result(s); {api.verified_line(server)}")
+    _tell(f"{loaded.path}: recorded {written} statement result(s); {api.verified_line(server)}")

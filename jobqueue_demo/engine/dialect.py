@@ -16,6 +16,8 @@ class MySqlDialect:
 
     flavor: str  # "MariaDB" or "MySQL"
     version: str
+    # What a fault step's kill is done with, as the transcript names it.
+    FAULT_CALLS = {"kill": "KILL CONNECTION", "kill-query": "KILL QUERY"}
 
     @property
     def isolation_variable(self) -> str:

@@ -69,15 +69,25 @@ def _mariadb_row_locks(monitor, names) -> list[tuple]:
 
 
 def _mariadb_trx_summary(monitor, names) -> list[tuple]:
+    """Each transaction's count of the rows it holds. InnoDB's trx_rows_locked counts a
+    waiting row lock too (a session that only waits showed `1 row(s) ... held`): it is taken
+    off, as it is listed as waiting."""
     rows = monitor.rows(
-        "SELECT trx_mysql_thread_id, trx_rows_locked, trx_tables_locked FROM information_schema.INNODB_TRX "
-        f"WHERE trx_mysql_thread_id IN ({_ids(names)})",
+        "SELECT t.trx_mysql_thread_id, t.trx_rows_locked, t.trx_tables_locked, "
+        "EXISTS (SELECT 1 FROM information_schema.INNODB_LOCKS l "
+        "WHERE l.lock_id = t.trx_requested_lock_id AND l.lock_type = 'RECORD') "
+        "FROM information_schema.INNODB_TRX t "
+        f"WHERE t.trx_mysql_thread_id IN ({_ids(names)})",
         innodb_is=True,
     )
     return [
-        (names[int(tid)], None, None, None, f"{control_text(rows_locked)} row(s) in {control_text(tables)} table(s)", "held")
-        for tid, rows_locked, tables in rows
+        (names[int(tid)], None, None, None, f"{_held_rows(rows_locked, waits)} row(s) in {control_text(tables)} table(s)", "held")
+        for tid, rows_locked, tables, waits in rows
     ]
+
+
+def _held_rows(rows_locked, waits_for_a_row) -> int:
+    return int(control_text(rows_locked)) - (1 if int(control_text(waits_for_a_row)) else 0)
 
 
 def _mariadb_metadata_locks(monitor, schema: str, names) -> list[tuple] | None:

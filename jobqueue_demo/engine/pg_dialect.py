@@ -13,6 +13,7 @@ from dataclasses import dataclass
 class PgDialect:
     flavor: str  # "PostgreSQL"
     version: str
+    FAULT_CALLS = {"kill": "pg_terminate_backend", "kill-query": "pg_cancel_backend"}
 
     def isolation_setting(self, level: str) -> str:
         """The session default for a level named as scenarios name it (read-committed)."""

@@ -24,6 +24,8 @@ GAP = "gap lock"
 INSERT_INTENTION = "insert intention lock"
 ADVISORY = "advisory lock"
 ROW_KINDS = (ROW, GAP, INSERT_INTENTION)
+# Kinds only a waiter asks for: what blocks it is another kind of lock on the same gap.
+ASKED_ONLY = (GAP, INSERT_INTENTION)
 
 # How a blocker stands in the waiter's way: it holds a conflicting lock, or its own request,
 # still waiting, is ahead in the queue and the waiter may not overtake it.

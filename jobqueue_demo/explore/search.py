@@ -42,8 +42,8 @@ ENDS_STATEMENT = {
     "disconnect": ("connection-lost",),
     "kill-query": ("interrupted",),
 }
-# A schedule's outcome is its worst finding, in this order.
-SEVERITY = (STUCK, DIVERGED, VIOLATED, DEADLOCK, ERROR, EXPECTED)
+# A schedule's outcome is its worst finding, in this order: those that fail the verdict first.
+SEVERITY = (STUCK, DIVERGED, VIOLATED, ERROR, DEADLOCK, EXPECTED)
 # A 1213 on a Galera node that was no deadlock, as a finding says it (run/events.py's
 # Completed.rollback); counted with the deadlocks, the class of the error they share.
 ROLLED_BACK = {
@@ -575,6 +575,8 @@ def explore(
     bound = space.bound()
     source = Sampler(options.sample, options.seed) if options.sample else DepthFirst(options.max_schedules)
     started = time.perf_counter()
+    if options.sample and on_schedule is not None:
+        on_schedule = _each_new(on_schedule, options.sample)
     first_runs = FirstRuns(on_schedule)
     tallies, reset, stopped = _run_all(space, server, options, source, first_runs)
     elapsed = time.perf_counter() - started
@@ -610,6 +612,19 @@ class FirstRuns:
                 self.kept[key] = (tally.order, execution)
         if self.then is not None:
             self.then(execution)
+
+
+def _each_new(then: Callable[[Execution], None], count: int) -> Callable[[Execution], None]:
+    """`then` for each of the first `count` distinct schedules only: random walks repeat
+    schedules, and the progress bar read 4000/200 where the report counts 110."""
+    seen: set[tuple[Move, ...]] = set()
+
+    def call(execution: Execution) -> None:
+        if execution.moves not in seen and len(seen) < count:
+            seen.add(execution.moves)
+            then(execution)
+
+    return call
 
 
 def _first_distinct(tallies: list[Tally], count: int) -> list[Tally]:

@@ -104,7 +104,7 @@ class ColumnsLayout:
             return self._own(event.session, completed_lines(event, self.cell))
         if isinstance(event, ev.Waiting):
             wait = Line(f"-- {wait_phrase(event)}", event.session, WAIT)
-            return self._own(event.session, [*_statement(event.session, event.sql, event.comment), wait])
+            return self._own(event.session, [*commented_statement(event.session, event.sql, event.comment), wait])
         if isinstance(event, ev.FaultApplied):
             return self._own(event.session, [Line(fault_text(event), event.session, NOTE)])
         if isinstance(event, ev.LocksTaken):
@@ -179,7 +179,7 @@ def completed_lines(event: ev.Completed, width: int) -> list[Line]:
     if event.waited_ms is not None:
         head = [Line(f"{event.session}> <... completed after {event.waited_ms:.0f} ms>", event.session, SQL)]
     else:
-        head = _statement(event.session, event.sql, event.comment)
+        head = commented_statement(event.session, event.sql, event.comment)
     result = event.result
     for each in (*result.earlier, result):
         head += notice_lines(event.session, each)
@@ -206,7 +206,7 @@ def rows_lines(session: str | None, columns, numeric, rows, width: int, result: 
     return [Line(text, session, TABLE) for text in table]
 
 
-def _statement(session: str, sql: str, comment: str | None) -> list[Line]:
+def commented_statement(session: str, sql: str, comment: str | None) -> list[Line]:
     """The statement under its prompt; a comment gets a line of its own, as columns are narrow."""
     lines = statement_lines(session, sql)
     return lines + [Line(f"-- {comment}", session, NOTE)] if comment else lines

@@ -12,9 +12,9 @@ import json
 
 from ..run import events as ev
 from ..run.compare import EngineRun, StepDifference
-from .columns import PLAIN, WAIT, completed_lines, pad, rows_lines, wrap_line
+from .columns import PLAIN, WAIT, commented_statement, completed_lines, pad, rows_lines, wrap_line
 from .wrap import wrap
-from .transcript import NOTE, Line, event_lines, statement_lines, wait_phrase
+from .transcript import NOTE, Line, event_lines, wait_phrase
 
 MARK = "*"
 MARGIN = 2  # the mark and a space
@@ -23,7 +23,7 @@ MARGIN = 2  # the mark and a space
 def compare_text(left: EngineRun, right: EngineRun, found: list[StepDifference], width: int = 80) -> str:
     cell = (width - MARGIN - len(PLAIN.sep)) // 2
     rule = " " * MARGIN + PLAIN.rule * cell + PLAIN.cross + PLAIN.rule * cell
-    out = [f"-- {left.scenario.title}", _row(" ", [left.server], [right.server], cell), rule]
+    out = [*wrap(f"-- {left.scenario.title}", width, "   "), _row(" ", [left.server], [right.server], cell), rule]
     marked = {d.step for d in found}
     groups_left, groups_right = _by_step(left.events, cell), _by_step(right.events, cell)
     for index in sorted(groups_left.keys() | groups_right.keys()):
@@ -89,7 +89,8 @@ def _lines(event, cell: int) -> list[Line]:
     if isinstance(event, ev.Completed):
         return completed_lines(event, cell)
     if isinstance(event, ev.Waiting):
-        return statement_lines(event.session, event.sql) + [Line(f"-- {wait_phrase(event)}", event.session, WAIT)]
+        # Its comment too, as when it answers at once: a wait on one side only lost it.
+        return commented_statement(event.session, event.sql, event.comment) + [Line(f"-- {wait_phrase(event)}", event.session, WAIT)]
     if isinstance(event, ev.Narrated):
         return [Line(f"-- {' '.join(event.text.split())}", None, NOTE)]
     if isinstance(event, ev.LocksShown):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..scenario.model import Scenario, SessionSpec, Statement
+from ..scenario.model import Scenario, SessionSpec, Statement, one_line
 from ..run.verify import describe_expectation
 
 
@@ -33,7 +33,8 @@ def _card(scenario: Scenario, name: str, variant_of: tuple[str, ...], prose_widt
         lines += ["", "what it proves:", *_indent(proves, prose_width)]
     outcome = expected_outcome(scenario)
     if outcome:
-        lines += ["", "expected outcome:", *(f"  {line}" for line in outcome)]
+        on = f" on {scenario.engine}" if len(scenario.engines) > 1 else ""
+        lines += ["", f"expected outcome{on}:", *(f"  {line}" for line in outcome)]
     lines.append("")
     if scenario.explore:
         lines.append(f"explore variant: {scenario.explore} (jobqueue-demo explore {scenario.explore})")
@@ -59,8 +60,7 @@ def expected_outcome(scenario: Scenario) -> list[str]:
 
 
 def _expected(index: int, step: Statement) -> str:
-    sql = " ".join(step.sql.split())
-    sql = sql if len(sql) <= 60 else sql[:57] + "..."
+    sql = one_line(step.sql, 60)
     waits = {True: "waits for a lock, then ", False: "without waiting, ", None: ""}[step.expect.waits]
     return f"step {index + 1}, {step.session}> {sql} -> {waits}{describe_expectation(step.expect)}"
 

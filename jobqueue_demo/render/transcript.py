@@ -27,6 +27,8 @@ class Line:
     session: str | None = None
     kind: str = SQL
     comment_at: int | None = None  # where a statement's ` -- comment` starts in `text`
+    # Our own table's (columns, rows) on each of its lines: a terminal gets it refitted.
+    table: tuple | None = None
 
 
 def prompted(event, prompts: dict[str, str]):
@@ -148,7 +150,9 @@ def wait_phrase(event: ev.Waiting) -> str:
     article = "an" if event.kind[:1] in "aeiou" else "a"
     text = f"waiting for {article} {event.kind}"
     if holders or not queued:
-        text += " held by " + (" and ".join(e.session for e in holders) or "another session")
+        who = " and ".join(e.session for e in holders) or "another session"
+        # "an insert intention lock held by A" would be false: A holds a lock on the gap.
+        text += f", blocked by {who}'s lock on the gap" if event.kind in ev.ASKED_ONLY else f" held by {who}"
     if queued:
         text += ", queued behind " + " and ".join(_queued_request(e) for e in queued)
     modes = [f"{e.session} {'asks' if e.how == ev.QUEUED else 'holds'} {e.mode}" for e in event.edges if e.mode]
@@ -181,7 +185,8 @@ def event_lines(event) -> list[Line]:
         return [Line(fault_text(event), event.session, NOTE)]
     if isinstance(event, ev.LocksShown):
         table = format_table(event.columns, tuple(False for _ in event.columns), event.rows)
-        return [Line(f"-- locks: {event.note}", None, NOTE)] + [Line(t, None, RESULT) for t in table.split("\n")]
+        whole = (event.columns, event.rows)
+        return [Line(f"-- locks: {event.note}", None, NOTE)] + [Line(t, None, RESULT, table=whole) for t in table.split("\n")]
     if isinstance(event, ev.LocksTaken):
         return [Line(locks_taken_text(event), event.session, NOTE)]
     if isinstance(event, ev.Stuck):
@@ -216,16 +221,17 @@ def stuck_lines(event: ev.Stuck) -> list[Line]:
 
 
 FAULT_WORDS = {
-    "kill": "killed from the control connection (KILL CONNECTION)",
+    "kill": "killed from the control connection",
     "disconnect": "disconnected abruptly, as a crashed process would (no ROLLBACK sent)",
-    "kill-query": "statement killed from the control connection (KILL QUERY)",
+    "kill-query": "statement killed from the control connection",
     "reconnect": "reconnected",
     "wait": "waited for",
 }
 
 
 def fault_text(event: ev.FaultApplied) -> str:
-    text = f"-- {event.session} {FAULT_WORDS[event.action]}: {event.detail}"
+    call = f" ({event.call})" if event.call else ""
+    text = f"-- {event.session} {FAULT_WORDS[event.action]}{call}: {event.detail}"
     if event.took_ms is not None:
         text += f" after {event.took_ms:.1f} ms"
     return text
@@ -272,6 +278,24 @@ def _fit_sql(line: Line, width: int) -> list[str]:
     return pieces + wrap(indent + comment.lstrip(), width, indent + "   ")
 
 
+def refitted(lines: list[Line], width: int | None) -> list[Line]:
+    """`lines` with each of our own tables (a lock list) fitted to `width` as one: unlike a
+    server's result, it may wrap its cells or split (render/wrap.py)."""
+    from .wrap import fitted_table
+
+    if width is None:
+        return lines
+    out: list[Line] = []
+    for line in lines:
+        if line.table is None:
+            out.append(line)
+        elif not out or out[-1].table is not line.table:
+            columns, rows = line.table
+            fitted = fitted_table(columns, (False,) * len(columns), rows, width)
+            out += [Line(text, line.session, line.kind, table=line.table) for text in fitted.split("\n")]
+    return out
+
+
 class TranscriptWriter:
     """Writes lines to a stream, each session in its own colour when `color` (color.py decides),
     wrapped to `width` on a terminal (render/wrap.py)."""
@@ -284,7 +308,7 @@ class TranscriptWriter:
         self.colours = session_colours(sessions)
 
     def write(self, lines: list[Line]) -> None:
-        for line in lines:
+        for line in refitted(lines, self.width):
             style = self._style(line) if self.console is not None and line.text else ""
             for text in fit(line, self.width):
                 if style and text:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..engine.result import Result
+from ..engine.waits import ASKED_ONLY as ASKED_ONLY
 from ..engine.waits import HOLDS as HOLDS  # how a Blocker blocks: the views read these two
 from ..engine.waits import QUEUED as QUEUED
 from ..scenario.model import Step
@@ -100,6 +101,7 @@ class FaultApplied:
     at_ms: float
     detail: str
     took_ms: float | None = None
+    call: str = ""  # what a kill was done with: KILL CONNECTION, pg_terminate_backend...
 
 
 @dataclass(eq=False)

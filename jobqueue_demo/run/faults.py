@@ -35,9 +35,10 @@ def apply(driver: Driver, index: int, step: Fault) -> Iterator[ev.Event]:
     if session.closed:
         yield ev.FaultApplied(index, action, session.name, driver.now(), "already disconnected")
         return
+    call = conns.server.dialect.FAULT_CALLS.get(action, "")
     if action == "kill-query":
         conns.kill_statement(session)
-        yield ev.FaultApplied(index, action, session.name, driver.now(), "statement interrupted")
+        yield ev.FaultApplied(index, action, session.name, driver.now(), "statement interrupted", call=call)
         yield from driver.settle()
         return
     began = time.perf_counter()
@@ -62,7 +63,7 @@ def apply(driver: Driver, index: int, step: Fault) -> Iterator[ev.Event]:
         detail = "the server ended the session and rolled back its transaction"
     else:
         detail = f"the server had not noticed after {timeout:g} s"
-    yield ev.FaultApplied(index, action, session.name, driver.now(), detail, took if gone else None)
+    yield ev.FaultApplied(index, action, session.name, driver.now(), detail, took if gone else None, call)
     # The rollback has released the session's locks only now: statements that waited
     # for them answer here, not at some later step.
     yield from driver.settle()

@@ -26,7 +26,7 @@ from ..engine import control
 from ..engine.embedded import embedded_with
 from ..engine.server import keeping_no_dir
 from ..errors import StartFailed, UsageError
-from ..scenario.model import ISOLATION_LEVELS, Scenario, Statement
+from ..scenario.model import ISOLATION_LEVELS, Scenario, Statement, one_line
 from . import events as ev
 
 ER_UNKNOWN_SYSTEM_VARIABLE = 1193
@@ -319,8 +319,7 @@ def differences(scenario: Scenario, columns: list[Column]) -> Differences:
         if len(set(cells)) == 1:
             same += 1
             continue
-        sql = " ".join(step.sql.split())
-        labels.append(f"{step.session}{positions[step.session]} line {step.line}: {sql[:40]}")
+        labels.append(f"{step.session}{positions[step.session]} line {step.line}: {one_line(step.sql, 40)}")
         rows.append(cells)
     return Differences(tuple(labels), tuple(rows), same)
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from . import events as ev
 from ..engine.result import Result, shown
-from ..scenario.model import Expectation, Scenario
+from ..scenario.model import Expectation, Scenario, one_line
 
 
 @dataclass(eq=False)
@@ -21,9 +21,7 @@ class Mismatch:
     got: str
 
     def __str__(self) -> str:
-        first = " ".join(self.sql.split())
-        if len(first) > 70:
-            first = first[:67] + "..."
+        first = one_line(self.sql, 70)
         return (
             f"step {self.step} (line {self.line}), session {self.session}: {first}\n"
             f"  expected: {self.expected}\n"

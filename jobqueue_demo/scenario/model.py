@@ -121,6 +121,16 @@ class Locks:
 Step = Statement | Narration | Fault | Locks
 
 
+def one_line(sql: str, limit: int) -> str:
+    """A statement on one line of at most `limit` characters: when longer, cut after a whole
+    word and marked, since a cut word reads as another value (`VALUES ('send pa`)."""
+    text = " ".join(sql.split())
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 3]
+    return (head[: head.rfind(" ")] if " " in head else head) + " ..."
+
+
 def is_wait(step: Step) -> bool:
     """A `wait:` step: it sends nothing, it lets the session's statement end on its own."""
     return isinstance(step, Fault) and step.action == "wait"
