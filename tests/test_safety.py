@@ -79,6 +79,15 @@ def _exists(conn, name: str) -> tuple[bool, bool]:
     return database, user
 
 
+def _until_its_run_is_gone(conn, name: str) -> None:
+    """Wait (10 s at most) for the server to free a finished run's named lock. The run's DROP
+    may still wait on the server for its lock_wait_timeout after the client gave up and left,
+    and until it ends the run's connection, its lock with it, is alive to a sweep."""
+    deadline = time.monotonic() + 10
+    while _query(conn, f"SELECT IS_FREE_LOCK('{name}')") != (("1",),) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 # -- leftovers of killed runs ---------------------------------------------------------
 
 
@@ -216,9 +225,11 @@ def test_drop_blocked_by_another_client_is_bounded_and_names_it(server):
         assert re.search(rf"{named} .*connection {me} \(root@", lines[0]), lines[0]
         assert took < 15
         if not server.embedded:  # a sweep meanwhile is bounded the same way (once is enough: 3 s)
+            _until_its_run_is_gone(conn, run.database)
             blocked = cli("cleanup", "--dsn", dsn)
             assert blocked.returncode == 3 and f"could not drop {run.database} within 3 s" in blocked.stderr
         _query(conn, "COMMIT")
+        _until_its_run_is_gone(conn, run.database)
         # Its lock is free: cleanup drops it now.
         swept = cli("cleanup", "--dsn", dsn)
         assert f"removed database {run.database}" in swept.stdout, swept.stdout + swept.stderr
@@ -238,6 +249,7 @@ def test_interrupted_run_says_which_connection_keeps_its_database():
         assert code == 130, err
         assert f"could not drop {run.database} within 3 s" in err and f"connection {conn.thread_id()} (root@" in err
         _query(conn, "COMMIT")
+        _until_its_run_is_gone(conn, run.database)
         assert f"removed database {run.database}" in cli("cleanup", "--dsn", LOCAL_DSN).stdout
     finally:
         conn.close()
