@@ -51,6 +51,8 @@ ANSWER_TIMEOUT_S = 10.0
 # Below a few supervising ticks a run would count its own start as a stall.
 STALL_RANGE_S = (0.1, 3600)
 PROGRESS_EVERY_S = 0.25
+# How long no job may complete before the supervisor asks the server whether it still answers.
+QUIET_S = 1.0
 TICK_S = 0.02
 # While a kill waits for a worker in its transaction, or for the server to drop the killed
 # worker's thread, tick this often. PROCESSLIST is built on each read (unlike InnoDB's cached
@@ -686,6 +688,11 @@ def _supervise(crew: Crew, scratch: Scratch, killer: Killer, watch: _Watch) -> N
             )
         if watch.on_progress is not None and now - watch.last_report >= PROGRESS_EVERY_S:
             watch.on_progress(_progress(crew, scratch, killer, watch, now))
+            watch.last_report = now
+        elif now - watch.last_change > QUIET_S and now - watch.last_report >= QUIET_S:
+            # No view asks the server anything (--json): a quiet queue still asks, so a server
+            # that fell silent ends the run (exit 3) one answer timeout later, not after the stall window.
+            scratch.value("SELECT 1")
             watch.last_report = now
         time.sleep(NOTICE_POLL_S if killer.busy() else TICK_S)
 
