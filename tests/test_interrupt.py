@@ -134,3 +134,34 @@ def test_ctrl_c_in_explore_prints_the_schedules_run_so_far(embedded):
     assert re.search(r"^verdict: interrupted \(Ctrl-C\) after [\d,]+ schedule\(s\): ", out, re.M), out
     assert err.splitlines() == ["jobqueue-demo: interrupted (Ctrl-C)"], err
     assert scratch_databases(embedded) - before == set()
+
+
+def test_a_statement_of_a_run_killed_on_postgresql_ends_and_the_next_sweep_drops_the_run(pg_embedded, tmp_path):
+    """kill -9 of the CLI while a statement runs: the server ran it to its end (pg_sleep(600)),
+    and while it ran, its run counted as alive: its database and role outlived every later run."""
+    from jobqueue_demo.engine import pg_control as control
+
+    dsn = f"postgresql://postgres@localhost/postgres?host={pg_embedded.params.socket_dir}"
+    path = tmp_path / "long.yaml"
+    path.write_text("title: long\nengines: [postgresql]\nsessions: [A]\nsteps:\n  - A: SELECT pg_sleep(600);\n")
+    sleeping = "SELECT usename FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(600)%' AND usename LIKE 'jqd%'"
+    watcher = pg_embedded.params.connect()
+    try:
+        proc = start("run", str(path), "--dsn", dsn, env={})
+        deadline = time.monotonic() + 30
+        while not (found := control.rows(watcher, sleeping)):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        run = found[0][0]
+        proc.kill()
+        proc.communicate()
+        deadline = time.monotonic() + 20
+        while control.rows(watcher, sleeping) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        done = start("cleanup", "--dsn", dsn, env={})
+        out, err = done.communicate(timeout=60)
+        assert done.returncode == 0, err
+        left = f"SELECT datname FROM pg_database WHERE datname = '{run}' UNION ALL SELECT rolname FROM pg_roles WHERE rolname = '{run}'"
+        assert control.rows(watcher, left) == (), out
+    finally:
+        watcher.close()

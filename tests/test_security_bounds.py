@@ -108,6 +108,26 @@ def test_a_result_keeps_at_most_2_mib_and_says_the_rest_were_not_shown(tmp_path,
     assert footers(transcript.stdout) == [f"(1000 rows, {1000 - kept} not shown past 2 MiB)"]
 
 
+def test_a_postgresql_step_keeps_2_mib_in_all_and_cuts_its_notices_and_errors(tmp_path, request):
+    """What else a step's answer carries is bounded too: a step of many statements keeps 2 MiB
+    in all (not each), a statement's notices are kept up to 100 and cut like values, and an
+    error's message is cut like a value."""
+    many = " ".join(["SELECT repeat('y', 100) FROM generate_series(1, 400);"] * 300)
+    path = scenario(tmp_path,
+                    "\"DO $$ BEGIN FOR i IN 1..300 LOOP RAISE NOTICE '%', repeat('x', 10000); END LOOP; END $$;\"",
+                    f"\"{many}\"",
+                    "\"DO $$ BEGIN RAISE EXCEPTION '%', repeat('z', 100000); END $$;\"", engine="postgresql")
+    done = cli("run", path, env=server_env("postgresql", request))
+    assert "Traceback" not in done.stderr
+    lines = done.stdout.splitlines()
+    assert sum(line.startswith("NOTICE:  x") and line.endswith("x… (5904 bytes more)") for line in lines) == 100
+    assert "-- 200 more notices not shown: jobqueue-demo keeps 100 a statement" in lines
+    kept = 2 * 1024 * 1024 // (400 * 100)
+    assert footers(done.stdout).count("(400 rows)") == kept
+    assert "ERROR:  " + "z" * 4096 + "… (95904 bytes more)" in lines
+    assert len(done.stdout) < 4_000_000  # 15 MB before
+
+
 # -- memory bounded whatever the values' size ---------------------------------------------------
 
 @pytest.mark.parametrize("engine", ["mysql", "postgresql"])

@@ -39,10 +39,8 @@ def assert_runs_as_the_server_user(pid: int) -> None:
 
 
 def mysql_value(info, sql: str) -> str:
-    from jobqueue_demo.engine import control
-
     with closing(info.params.connect()) as conn:
-        return control.text(control.rows(conn, sql)[0][0])
+        return mysql_value_on(conn, sql)
 
 
 def as_user(user: str, *command: str) -> subprocess.CompletedProcess:
@@ -63,6 +61,27 @@ def test_no_galera_node_runs_as_root_nor_lets_another_user_in_as_root(galera_clu
         done = as_user("nobody", "mariadb", "-h127.0.0.1", f"-P{node.port}", "-uroot", "-e", "SELECT 1")
         assert done.returncode != 0 and "Access denied" in done.stderr, f"nobody logged in to node{node.number}"
         assert_runs_as_the_server_user(node.process.pid)
+
+
+def test_no_local_user_can_join_the_galera_cluster_by_its_name(galera_cluster):
+    """Galera lets any process reaching a node's group port join and receive every write set
+    if it gives the cluster's name: a random one, in no process's command line."""
+    names = set()
+    for node in galera_cluster.nodes:
+        with closing(node.params.connect()) as conn:
+            name = mysql_value_on(conn, "SELECT @@wsrep_cluster_name")
+        names.add(name)
+        assert name.startswith("jobqueue-demo-") and len(name) == 30, name
+        assert name.encode() not in Path(f"/proc/{node.process.pid}/cmdline").read_bytes()
+        options = node.workdir / "galera.cnf"
+        assert options.stat().st_mode & 0o077 == 0
+    assert len(names) == 1  # one cluster
+
+
+def mysql_value_on(conn, sql: str) -> str:
+    from jobqueue_demo.engine import control
+
+    return control.text(control.rows(conn, sql)[0][0])
 
 
 def copy_to_program(info, program: str) -> str | None:

@@ -14,6 +14,9 @@ import re
 MAX_ROWS_KEPT = 1000
 MAX_VALUE_BYTES = 4 * 1024
 MAX_RESULT_BYTES = 2 * 1024 * 1024
+# A statement's notices (PostgreSQL's RAISE NOTICE, in a loop if it likes): the first ones
+# are kept, each cut like a value, the rest counted.
+MAX_NOTICES = 100
 # What one row may take while it is read: the client library holds a row whole, so this
 # bounds the memory a result takes. MySQL's client library counts it (max_allowed_packet).
 MAX_ROW_BYTES = 16 * 1024 * 1024
@@ -47,10 +50,12 @@ def was_cut(result, value: str | None) -> bool:
 class Kept:
     """One result set's rows as they arrive: kept, cut or counted."""
 
-    def __init__(self, text):
+    def __init__(self, text, spent: int = 0):
         self.text = text  # the engine's bytes -> text (None for NULL)
         self.rows: list[tuple[str | None, ...]] = []
-        self.bytes = 0
+        # What the results before this one in the same step kept: a step of many statements
+        # keeps MAX_RESULT_BYTES in all, not in each.
+        self.bytes = spent
         self.omitted = 0
         self.cut = 0
         self.capped = False
@@ -91,6 +96,44 @@ class Kept:
         self.cut += 1
         head = _whole_characters(raw[:MAX_VALUE_BYTES])
         return self.text(head) + CUT_MARK.format(len(raw) - len(head))
+
+
+def cut_text(text: str) -> str:
+    """Server text (an error's message, a notice) cut to MAX_VALUE_BYTES as a value is:
+    RAISE EXCEPTION '%', repeat('x', 8000000) is anyone's."""
+    raw = text.encode("utf-8", "surrogateescape")
+    if len(raw) <= MAX_VALUE_BYTES:
+        return text
+    head = _whole_characters(raw[:MAX_VALUE_BYTES])
+    return head.decode("utf-8", "replace") + CUT_MARK.format(len(raw) - len(head))
+
+
+class Notices:
+    """One statement's notices as they arrive: the first MAX_NOTICES kept, each cut, the rest
+    only counted. `show` makes a kept one's text."""
+
+    def __init__(self, show=str):
+        self.show = show
+        self.kept: list[str] = []
+        self.more = 0
+
+    def add(self, notice) -> None:
+        if len(self.kept) < MAX_NOTICES:
+            self.kept.append(self.show(notice))
+        else:
+            self.more += 1
+
+    def take(self) -> tuple[tuple[str, ...], int]:
+        """The notices so far, as lines, and how many there were; the next statement starts afresh."""
+        lines = tuple(self.kept)
+        if self.more:
+            lines += (f"-- {self.more} more notices not shown: jobqueue-demo keeps {MAX_NOTICES} a statement",)
+        count = len(self.kept) + self.more
+        self.clear()
+        return lines, count
+
+    def clear(self) -> None:
+        self.kept, self.more = [], 0
 
 
 def _whole_characters(head: bytes) -> bytes:

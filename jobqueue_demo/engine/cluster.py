@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import shutil
 import socket
 import tempfile
@@ -42,6 +43,7 @@ PROVIDER_PATHS = (
 TEMPLATE_SUFFIX = "-galera"
 GRASTATE = "grastate.dat"
 GVWSTATE = "gvwstate.dat"
+GROUP_FILE = "galera.cnf"
 # A node's write-set cache is preallocated; the default 128 MB would be copied on every start.
 GCACHE_SIZE = "8M"
 # Galera's group handshake is tuned for networks: join messages resent every second, 3 s of
@@ -143,7 +145,7 @@ def _build_cluster_template(binary: emb.ServerBinary, template: emb.Template, pr
         give(build, identity)
         node.prepare()
         # One node that founds the cluster: gcomm:// with nobody to meet.
-        node.launch(binary, template, provider, "gcomm://", ("--wsrep-new-cluster",))
+        node.launch(binary, template, provider, "gcomm://", new_group(), ("--wsrep-new-cluster",))
         emb.wait_until_ready(node.process, node.params, node.log)
         # A clean shutdown (SIGTERM) writes the cluster's UUID and last seqno into grastate.dat.
         node.process.terminate()
@@ -211,9 +213,10 @@ class Node:
             (self.workdir / sub).mkdir()
         give(self.workdir, self.identity)
 
-    def launch(self, binary, template, provider: Path, address: str, extra: tuple[str, ...] = ()) -> None:
+    def launch(self, binary, template, provider: Path, address: str, group: str, extra: tuple[str, ...] = ()) -> None:
         plain = emb.server_command(binary, template, self.workdir)
-        command = [arg for arg in plain if arg != "--skip-networking"] + [
+        options = f"--defaults-file={self.group_file(group)}"
+        command = [options if arg == "--no-defaults" else arg for arg in plain if arg != "--skip-networking"] + [
             f"--port={self.port}",
             "--bind-address=127.0.0.1",
             "--wsrep-on=ON",
@@ -239,10 +242,26 @@ class Node:
         ]
         self.process = emb.launch(command, self.log, self.identity)
 
+    def group_file(self, group: str) -> Path:
+        """The cluster's name in an option file only the node's OS user reads: not on the
+        command line, which every local user reads in /proc."""
+        path = self.workdir / GROUP_FILE
+        path.write_text(f"[mysqld]\nwsrep_cluster_name={group}\n")
+        path.chmod(0o600)
+        give(path, self.identity)
+        return path
+
     def kill(self) -> None:
         if self.process is not None:
             emb.terminate(self.process)
             self.process = None
+
+
+def new_group() -> str:
+    """A cluster name nobody can guess. Galera lets any process that reaches a node's group
+    port (127.0.0.1) join the cluster and receive every write set: the one thing a peer must
+    give is the cluster's name, checked by the node it connects to (which never says it)."""
+    return f"jobqueue-demo-{secrets.token_hex(8)}"  # Galera takes names of fewer than 32 bytes
 
 
 def _view(me: Node, nodes: list[Node]) -> str:
@@ -293,9 +312,10 @@ class EmbeddedCluster(emb.Throwaway):
             for i in range(1, self.size + 1)
         ]
         address = "gcomm://" + ",".join(f"127.0.0.1:{n.gcomm_port}" for n in self.nodes)
+        group = new_group()
         for node in self.nodes:
             node.prepare(_view(node, self.nodes))
-            node.launch(binary, template, provider, address)
+            node.launch(binary, template, provider, address, group)
         for node in self.nodes:
             emb.wait_until_ready(node.process, node.params, node.log)
         self._wait_primary()

@@ -93,6 +93,11 @@ class PgScratchDatabase:
         control.execute(
             self.admin, f"CREATE ROLE {quote(self.name)} LOGIN PASSWORD {literal(password)} CONNECTION LIMIT {USER_CONNECTIONS}"
         )
+        if _major(self.server.version) >= 14:
+            # The server notices a client gone only when it next writes to it: a statement of a
+            # run killed with kill -9 (pg_sleep(1e6)) would go on, and the run count as alive
+            # (sweep_leftovers), for as long as it runs. Checked every second, it ends.
+            control.execute(self.admin, f"ALTER ROLE {quote(self.name)} SET client_connection_check_interval = '1s'")
         # A DSN role that is not a superuser reaches the role's tables (explore's resets) as its member.
         if control.value(self.admin, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user") != "t":
             control.execute(self.admin, f"GRANT {quote(self.name)} TO current_user")

@@ -17,6 +17,7 @@ server runs nor another run's reaches it through the socket.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -79,14 +80,18 @@ class PgParams:
             text += f"?host={self.socket_dir}"
         return text
 
-    def conninfo(self, database: str | None | EllipsisType = ..., application: str = APPLICATION) -> dict[str, str | int]:
+    def conninfo(self, database: str | None | EllipsisType = ..., application: str = APPLICATION,
+                 answer_timeout: float = ANSWER_TIMEOUT_S) -> dict[str, str | int]:
         """libpq's keywords; `database` overrides the DSN's (None: the server's default)."""
         target = self if database is ... else replace(self, database=database)
         options: dict[str, str | int] = {
             "host": target.socket_dir or target.host,
             "port": target.port,
             "user": target.user,
-            "connect_timeout": CONNECT_TIMEOUT_S,
+            # A server that stops answering ends the run one answer timeout after it fell
+            # silent, also when what it does not answer is a new connection (explore's
+            # reconnect); libpq takes whole seconds, at least 2.
+            "connect_timeout": max(2, math.ceil(min(CONNECT_TIMEOUT_S, answer_timeout))),
             "application_name": application,
         }
         if target.password:
@@ -107,7 +112,7 @@ class PgParams:
 
         options = {"options": "-c search_path= -c row_security=off"} if catalog_names_only else {}
         try:
-            conn = psycopg.connect(autocommit=True, **self.conninfo(database, application), **options)
+            conn = psycopg.connect(autocommit=True, **self.conninfo(database, application, answer_timeout), **options)
             conn.answer_timeout = answer_timeout
             return conn
         except psycopg.Error as exc:
@@ -378,6 +383,9 @@ class EmbeddedPostgres(ThrowawayProcess):
         try:
             with contextlib.suppress(ProcessLookupError):
                 process.send_signal(signal.SIGQUIT)
+                # A frozen (SIGSTOPped) postmaster acts on it only once it runs again: before,
+                # the stop waited STOP_TIMEOUT_S for it.
+                process.send_signal(signal.SIGCONT)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(STOP_TIMEOUT_S)
         finally:

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..errors import FetchTimeout, ServerError
-from .caps import MAX_ANSWER_GROWTH, ROW_TOO_BIG_TO_READ, Kept
+from .caps import MAX_ANSWER_GROWTH, ROW_TOO_BIG_TO_READ, Kept, Notices, cut_text
 from .deadlines import INTERRUPT_GRACE_S, note_silence, shutdown_socket, wait_readable
 from .pg_errors import CONNECTION_FAILURE, LOST_CONNECTION
 from .result import Result, SqlError, shown
@@ -70,12 +70,12 @@ def _error(pgconn, result=None) -> PgError:
         def field(which) -> str:
             return (result.error_field(which) or b"").decode("utf-8", "replace")
 
-        return PgError(0, field(DiagnosticField.SQLSTATE), field(DiagnosticField.MESSAGE_PRIMARY),
+        return PgError(0, field(DiagnosticField.SQLSTATE), cut_text(field(DiagnosticField.MESSAGE_PRIMARY)),
                        field(DiagnosticField.SEVERITY_NONLOCALIZED) or "ERROR")
     text = (result.error_message if result is not None else pgconn.error_message) or b"connection lost"
     # libpq's own text: the server's last word (a FATAL from pg_terminate_backend) first, then
     # its account of the closed socket; the first line is what psql shows first too.
-    first = text.decode("utf-8", "replace").strip().splitlines()[0]
+    first = cut_text(text.decode("utf-8", "replace").strip().splitlines()[0])
     severity, sep, message = first.partition(":  ")
     if not sep or severity not in ("FATAL", "ERROR", "PANIC"):
         severity, message = "FATAL", first
@@ -89,10 +89,10 @@ class _Outcome:
     as caps.py says. `notices` is the session's list that its notice handler fills; each
     statement's result takes the notices that arrived before it, where psql prints them."""
 
-    def __init__(self, pgconn, started: float, notices: list[str] | None = None):
+    def __init__(self, pgconn, started: float, notices: Notices | None = None):
         self.pgconn = pgconn
         self.started = started
-        self.notices = notices if notices is not None else []
+        self.notices = notices if notices is not None else Notices()
         self.kept = Kept(_text)
         self.done: list[Result] = []
 
@@ -121,8 +121,7 @@ class _Outcome:
     def _finish(self, made: Result, result) -> None:
         made.elapsed_ms = self.elapsed_ms()
         made.tag = result.command_status.decode("utf-8", "replace") if result.command_status else None
-        made.notices, self.notices[:] = tuple(self.notices), []
-        made.warnings = len(made.notices)
+        made.notices, made.warnings = self.notices.take()
         self.done.append(made)
 
     def _keep(self, result) -> None:
@@ -131,7 +130,8 @@ class _Outcome:
             self.kept.add(result.get_value(r, c) for c in range(result.nfields))
 
     def _rows(self, result) -> Result:
-        kept, self.kept = self.kept, Kept(_text)  # the next statement of the query starts afresh
+        kept = self.kept
+        self.kept = Kept(_text, kept.bytes)  # the next statement's rows start afresh
         return Result(
             columns=tuple(result.fname(c).decode() for c in range(result.nfields)),
             numeric=tuple(result.ftype(c) in NUMERIC_OIDS for c in range(result.nfields)),
@@ -239,7 +239,7 @@ def _copy_ended(pgconn, result, deadline: float, timeout: float) -> bool:
             pgconn.consume_input()
 
 
-def collect(pgconn, started: float, timeout: float = float("inf"), notices: list[str] | None = None) -> Result:
+def collect(pgconn, started: float, timeout: float = float("inf"), notices: Notices | None = None) -> Result:
     """Every result of the statement sent, as one Result: the first error, else the last
     result, with the results before it as its `earlier` (_Outcome).
 
@@ -300,7 +300,7 @@ class PgSession(Session):
     """A named session on a psycopg connection whose libpq connection is driven directly.
     `notices`: what the server said besides the results since the last statement's answer."""
 
-    notices: list[str] = field(default_factory=list)
+    notices: Notices = field(default_factory=lambda: Notices(notice_text))
 
     def fileno(self) -> int:
         return self.conn.pgconn.socket
@@ -342,10 +342,10 @@ def connect_session(name: str, params, database: str, settings_sql: str | None, 
             conn.close()
             raise ServerError(f"{name}'s session settings were refused: {result.error}")
     session = PgSession(name, conn, conn.pgconn.backend_pid)
-    conn.add_notice_handler(lambda diagnostic: session.notices.append(notice_text(diagnostic)))
+    conn.add_notice_handler(session.notices.add)
     return session
 
 
 def notice_text(diagnostic) -> str:
     """A notice as psql prints it: `WARNING:  there is already a transaction in progress`."""
-    return f"{diagnostic.severity or 'NOTICE'}:  {shown(diagnostic.message_primary or '')}"
+    return f"{diagnostic.severity or 'NOTICE'}:  {shown(cut_text(diagnostic.message_primary or ''))}"
