@@ -86,7 +86,7 @@ class _Outcome:
     """One step's Result, built from its libpq results as they come: each statement's result in
     turn (psql shows them all), the first error ending the step. In single-row mode a result set
     comes a row at a time (SINGLE_TUPLE), then ends with an empty TUPLES_OK: kept, cut or counted
-    as caps.py says. `notices` is the session's list that its notice handler fills; each
+    as caps.py says. `notices` is the session's Notices, which its notice handler fills; each
     statement's result takes the notices that arrived before it, where psql prints them."""
 
     def __init__(self, pgconn, started: float, notices: Notices | None = None):
