@@ -10,7 +10,8 @@ import pytest
 
 from jobqueue_demo.engine import mysql_errors, pg_errors
 from jobqueue_demo.scenario import loader
-from jobqueue_demo.scenario.model import ENGINES, FAULT_ACTIONS, INVARIANT_HOLDS, ISOLATION_LEVELS
+from jobqueue_demo.scenario.fault_kinds import STEP_FAULTS
+from jobqueue_demo.scenario.model import ENGINES, INVARIANT_HOLDS, ISOLATION_LEVELS
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMAT = (ROOT / "docs" / "scenario-format.md").read_text()
@@ -22,7 +23,7 @@ ACCEPTED = sorted(
     | loader.SESSION_KEYS
     | loader.EXPECT_KEYS
     | set(loader.STEP_WORDS)
-    | set(FAULT_ACTIONS)
+    | set(STEP_FAULTS)
     | set(INVARIANT_HOLDS)
     | set(ISOLATION_LEVELS)
     | set(mysql_errors.CLASSES)
