@@ -10,23 +10,32 @@ import run/, so what a fault does lives there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
-
-@dataclass(eq=False)
 class FaultKind:
-    """One kind of fault, and what the loader, the views and explore need to know of it."""
+    """One kind of fault, and what the loader, the views and explore need to know of it.
 
-    name: str  # as a scenario writes its step (`kill: B`) and `explore --faults` takes it
-    told: str  # what a transcript or the columns say of it: `-- B {told}: ...`, or the comment on `sql`
-    sql: str = ""  # a kind no scenario writes: the statement explore sends in the replaced step's place
-    explored: bool = False  # `explore --faults` can put it in place of any step
-    # Done to the session's connection from outside (the control connection, or its socket):
-    # it can go while the session's statement waits, and has nothing to act on once the
-    # connection is gone.
-    outside: bool = False
-    drops_socket: bool = False  # the client drops the socket: nothing answers on it any more
-    ends: tuple[str, ...] = ()  # the error classes the session's statement gets from it
+    A plain class: as a dataclass it cost 1.9 M instructions more on every run's start-up
+    (docs/architecture.md, Start-up)."""
+
+    __slots__ = ("name", "told", "sql", "explored", "outside", "drops_socket", "ends")
+
+    def __init__(
+        self, name: str, told: str, *, sql: str = "", explored: bool = False, outside: bool = False,
+        drops_socket: bool = False, ends: tuple[str, ...] = (),
+    ):
+        self.name = name  # as a scenario writes its step (`kill: B`) and `explore --faults` takes it
+        self.told = told  # what a transcript or the columns say of it: `-- B {told}: ...`, or the comment on `sql`
+        self.sql = sql  # a kind no scenario writes: the statement explore sends in the replaced step's place
+        self.explored = explored  # `explore --faults` can put it in place of any step
+        # Done to the session's connection from outside (the control connection, or its socket):
+        # it can go while the session's statement waits, and has nothing to act on once the
+        # connection is gone.
+        self.outside = outside
+        self.drops_socket = drops_socket  # the client drops the socket: nothing answers on it any more
+        self.ends = ends  # the error classes the session's statement gets from it
+
+    def __repr__(self) -> str:
+        return f"FaultKind({self.name!r})"
 
     @property
     def written(self) -> bool:
