@@ -52,7 +52,7 @@ def server(
     from dataclasses import replace
 
     from .engine.leftovers import sweep_dirs
-    from .engine.server import open_server
+    from jobqueue_demo.engine.mysql.server import open_server
 
     sweep_dirs()
     if cluster:
@@ -73,7 +73,7 @@ def server(
 def _cluster(dsn: str | None, size: int, nodes: tuple[str, ...]):
     from dataclasses import replace
 
-    from .engine.cluster import open_cluster
+    from jobqueue_demo.engine.galera.cluster import open_cluster
     from .errors import UsageError
 
     if dsn:
@@ -101,7 +101,7 @@ def split_dsns(dsn: str | list[str] | None) -> tuple[str | None, tuple[str, ...]
         return None, ()
     if len(given) == 1 and not given[0].lstrip().startswith("node"):
         return given[0], ()  # the cluster module (and socket) stay unimported on a plain run
-    from .engine.cluster import NODE_DSN
+    from jobqueue_demo.engine.galera.cluster import NODE_DSN
     from .errors import UsageError
 
     nodes = tuple(d for d in given if NODE_DSN.match(d.strip()))
@@ -124,8 +124,8 @@ def cleanup(dsn: str | None, dry_run: bool, cache: bool):
     one Sweep (engine/leftovers.py) of them all."""
     from .engine.leftovers import Sweep, sweep_cache, sweep_dirs
     from .engine.seam import seam_of_dsn
-    from .engine.embedded import cache_root
-    from .engine.server import DSN_ENV
+    from jobqueue_demo.engine.mysql.embedded import cache_root
+    from jobqueue_demo.engine.mysql.server import DSN_ENV
 
     sweeps = [sweep_dirs(dry_run)]
     dsn = dsn or os.environ.get(DSN_ENV) or None
@@ -151,7 +151,7 @@ def engine_target(dsn: str | None, engine: str | None) -> str:
     """The engine the server will be of, known before it starts: the DSN's, else `engine`,
     else $JOBQUEUE_DEMO_DSN's, else mysql (as engine/server.py open_server chooses)."""
     from .engine.seam import seam_of_dsn
-    from .engine.server import DSN_ENV
+    from jobqueue_demo.engine.mysql.server import DSN_ENV
 
     dsn = dsn or (None if engine else os.environ.get(DSN_ENV) or None)
     return seam_of_dsn(dsn).name if dsn else engine or "mysql"

@@ -71,7 +71,7 @@ def test_commands_go_through_the_api(path):
 
 def test_the_checker_sees_relative_imports():
     found = dict(imports(PACKAGE / "run" / "driver.py"))
-    assert "jobqueue_demo.engine.session" in found and "jobqueue_demo.errors" in found
+    assert "jobqueue_demo.engine.mysql.session" in found and "jobqueue_demo.errors" in found
 
 
 def _is_module(name: str) -> bool:
@@ -121,6 +121,6 @@ def test_no_module_reaches_into_another(path):
 def test_the_checker_sees_a_private_reach():
     source = "from . import embedded as emb\nfrom .server import _pg_server_info\nemb._summary('')\n"
     assert private_reaches(source, "jobqueue_demo.engine") == [
-        "2: from jobqueue_demo.engine.server import _pg_server_info",
+        "2: from jobqueue_demo.engine.mysql.server import _pg_server_info",
         "3: emb._summary",
     ]

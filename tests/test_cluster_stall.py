@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from conftest import cli, run_cli
-from jobqueue_demo.engine import control
+from jobqueue_demo.engine.mysql import control
 from jobqueue_demo.errors import WorkersStuck
 from jobqueue_demo.workers.crew import WorkersConfig, run_workers
 from jobqueue_demo.workers.stall import FLOW_CONTROL_NOTE

@@ -10,7 +10,7 @@ import re
 from conftest import ROOT, cli, dsn_env, dsn_of
 from jobqueue_demo import api as core
 from jobqueue_demo.run import events as ev
-from jobqueue_demo.engine.deadlock import GAP, INSERT_INTENTION, NEXT_KEY, RECORD, latest_deadlock
+from jobqueue_demo.engine.mysql.deadlock import GAP, INSERT_INTENTION, NEXT_KEY, RECORD, latest_deadlock
 from test_teaching import browse, chromium  # noqa: F401  chromium is a fixture
 
 DATA = ROOT / "tests" / "data"
@@ -128,8 +128,8 @@ def test_another_clients_deadlock_is_not_told_as_ours(embedded):
     On the private embedded server, the latest one is the run's own."""
     from contextlib import closing
 
-    from jobqueue_demo.engine.deadlock import read_deadlock
-    from jobqueue_demo.engine.waits import WaitMonitor
+    from jobqueue_demo.engine.mysql.deadlock import read_deadlock
+    from jobqueue_demo.engine.mysql.waits import WaitMonitor
 
     report = core.run(core.load("deadlock"), embedded, 10.0)
     told = _victim(report).deadlock

@@ -43,7 +43,7 @@ LOCAL_SERVER = "127.0.0.1:3306"
 
 def galera_installed() -> bool:
     """Whether the cluster examples can start their embedded Galera cluster here."""
-    from jobqueue_demo.engine.cluster import find_provider
+    from jobqueue_demo.engine.galera.cluster import find_provider
     from jobqueue_demo.errors import ServerError
 
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobqueue_demo.engine.result import SqlError
+from jobqueue_demo.engine.types import SqlError
 from jobqueue_demo.errors import UsageError
 from jobqueue_demo.scenario.loader import load_scenario
 from jobqueue_demo.scenario.model import Narration

@@ -9,9 +9,9 @@ import pytest
 
 from conftest import LOCAL_DSN, ROOT, cli, dsn_of, left_behind, scratch_databases
 from jobqueue_demo import api as core
-from jobqueue_demo.engine import control
-from jobqueue_demo.engine import embedded as engine_server
-from jobqueue_demo.engine.embedded import Throwaway
+from jobqueue_demo.engine.mysql import control
+from jobqueue_demo.engine.mysql import embedded as engine_server
+from jobqueue_demo.engine.mysql.embedded import Throwaway
 from jobqueue_demo.cli.matrix import lesson_matrix
 from jobqueue_demo.errors import UsageError
 from jobqueue_demo.run.matrix import parse_axes

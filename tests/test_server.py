@@ -15,10 +15,10 @@ from pathlib import Path
 import MySQLdb
 import pytest
 
-from jobqueue_demo.engine import embedded as embedded_module
+from jobqueue_demo.engine.mysql import embedded as embedded_module
 from jobqueue_demo.errors import ServerError, UsageError
-from jobqueue_demo.engine.embedded import EmbeddedServer, ServerBinary, ensure_template, find_server_binary
-from jobqueue_demo.engine.server import (
+from jobqueue_demo.engine.mysql.embedded import EmbeddedServer, ServerBinary, ensure_template, find_server_binary
+from jobqueue_demo.engine.mysql.server import (
     DSN_ENV,
     ConnectParams,
     open_server,
@@ -342,7 +342,7 @@ def run_python(code: str, env: dict[str, str]) -> subprocess.Popen:
 def test_concurrent_first_runs_share_one_template(tmp_path, server_binary):
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
     code = (
-        "from jobqueue_demo.engine.embedded import ensure_template, find_server_binary\n"
+        "from jobqueue_demo.engine.mysql.embedded import ensure_template, find_server_binary\n"
         "print(ensure_template(find_server_binary()).datadir)\n"
     )
     children = [run_python(code, env) for _ in range(2)]
@@ -359,7 +359,7 @@ def test_concurrent_first_runs_share_one_template(tmp_path, server_binary):
 def test_server_dies_with_killed_python(embedded_env):
     code = (
         "import sys, time\n"
-        "from jobqueue_demo.engine.embedded import EmbeddedServer\n"
+        "from jobqueue_demo.engine.mysql.embedded import EmbeddedServer\n"
         "server = EmbeddedServer()\n"
         "server.start()\n"
         "print(server.workdir, flush=True)\n"
@@ -390,7 +390,7 @@ def test_server_dies_with_killed_python(embedded_env):
 
 def test_atexit_stops_a_server_left_running(embedded_env):
     code = (
-        "from jobqueue_demo.engine.embedded import EmbeddedServer\n"
+        "from jobqueue_demo.engine.mysql.embedded import EmbeddedServer\n"
         "server = EmbeddedServer()\n"
         "server.start()\n"
         "print((server.workdir / 'mysqld.pid').read_text())\n"

@@ -20,10 +20,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import control
-from .owner import MARKER, claim_if_dead
-from .pg_shm import release_segment
-from .scratch import DROP_LOCK_WAIT_S, PREFIX, RUN_NAME, SNAPSHOT_SUFFIX, drop_bounded, literal
+from jobqueue_demo.engine.mysql import control
+from jobqueue_demo.engine.owner import MARKER, claim_if_dead
+from jobqueue_demo.engine.postgresql.shm import release_segment
+from jobqueue_demo.engine.mysql.scratch import DROP_LOCK_WAIT_S, PREFIX, RUN_NAME, SNAPSHOT_SUFFIX, drop_bounded, literal
 
 OLD_NAME = re.compile(rf"{PREFIX}[0-9a-f]{{10}}({SNAPSHOT_SUFFIX})?")
 DIR_PATTERNS = ("jobqueue-demo-*", "pymp-*")

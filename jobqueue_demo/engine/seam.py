@@ -19,17 +19,17 @@ class MySqlSeam:
     @property
     def errors(self):
         """Error codes by name and by portable class (mysql_errors.py)."""
-        from . import mysql_errors
+        from jobqueue_demo.engine.mysql import errors as mysql_errors
 
         return mysql_errors
 
     def dialect(self, server):
-        from .dialect import MySqlDialect
+        from jobqueue_demo.engine.mysql.dialect import MySqlDialect
 
         return MySqlDialect(server.flavor, server.version)
 
     def parse_dsn(self, dsn: str):
-        from .server import parse_dsn
+        from jobqueue_demo.engine.mysql.server import parse_dsn
 
         return parse_dsn(dsn)
 
@@ -37,7 +37,7 @@ class MySqlSeam:
         """What killed runs left on the server (leftovers.Sweep), removed unless `dry_run`."""
         from contextlib import closing
 
-        from .leftovers import sweep_server
+        from jobqueue_demo.engine.leftovers import sweep_server
 
         with closing(params.connect(database=None)) as conn:
             return sweep_server(conn, dry_run)
@@ -51,18 +51,18 @@ class MySqlSeam:
 
     def scratch(self, server, **options):
         """The run's scratch database (scratch.ScratchDatabase's options)."""
-        from .scratch import ScratchDatabase
+        from jobqueue_demo.engine.mysql.scratch import ScratchDatabase
 
         return ScratchDatabase(server, **options)
 
     def queue(self):
         """The workers' SQL (queue_sql.QueueEngine)."""
-        from .mysql_queue import MySqlQueue
+        from jobqueue_demo.engine.mysql.queue import MySqlQueue
 
         return MySqlQueue()
 
     def wait_monitor(self, control_conn, server):
-        from .waits import WaitMonitor
+        from jobqueue_demo.engine.mysql.waits import WaitMonitor
 
         return WaitMonitor(control_conn, server.flavor)
 
@@ -72,7 +72,7 @@ class MySqlSeam:
 
     def session(self, name: str, scratch, settings_sql: str | None, answer_timeout: float):
         """A scenario session's connection to the scratch database, its settings applied."""
-        from .session import Session
+        from jobqueue_demo.engine.mysql.session import Session
 
         conn = scratch.session_params.connect(database=scratch.name, answer_timeout=answer_timeout)
         if settings_sql:
@@ -85,7 +85,7 @@ class MySqlSeam:
         the connection is gone."""
         import MySQLdb
 
-        from .server import SESSION_INIT
+        from jobqueue_demo.engine.mysql.server import SESSION_INIT
 
         params = scratch.session_params
         try:
@@ -111,13 +111,13 @@ class MySqlSeam:
             return f"ERROR {e.args[0]}: {e.args[-1]}"
 
     def answer(self, conn, sql: str):
-        from .session import answer
+        from jobqueue_demo.engine.mysql.session import answer
 
         return answer(conn, sql)
 
     def execute(self, conn, sql: str) -> None:
         """The tool's own SQL on a control connection, errors as ServerError."""
-        from . import control
+        from jobqueue_demo.engine.mysql import control
 
         control.execute(conn, sql)
 
@@ -125,24 +125,24 @@ class MySqlSeam:
         return conn.thread_id()
 
     def lock_table(self, monitor, database: str, sessions: dict[int, str]):
-        from .locks import lock_table
+        from jobqueue_demo.engine.mysql.locks import lock_table
 
         return lock_table(monitor, database, sessions)
 
     def read_deadlock(self, monitor, database: str, names: dict[int, str], victim: int):
-        from .deadlock import read_deadlock
+        from jobqueue_demo.engine.mysql.deadlock import read_deadlock
 
         return read_deadlock(monitor, database, names, victim)
 
     def survey(self, scratch, steps=()):
         """Whether restoring the tables' rows resets the database after `steps` (their SQL)."""
-        from .snapshot import survey
+        from jobqueue_demo.engine.mysql.snapshot import survey
 
         return survey(scratch, steps)
 
     def snapshot(self, scratch, tables: tuple[str, ...], writer):
         """The tables' rows copied once; `writer` (the per-run user's connection) restores them."""
-        from .snapshot import TableSnapshot
+        from jobqueue_demo.engine.mysql.snapshot import TableSnapshot
 
         return TableSnapshot(scratch, tables, writer)
 
@@ -153,25 +153,25 @@ class PgSeam:
 
     @property
     def errors(self):
-        from . import pg_errors
+        from jobqueue_demo.engine.postgresql import errors as pg_errors
 
         return pg_errors
 
     def dialect(self, server):
-        from .pg_dialect import PgDialect
+        from jobqueue_demo.engine.postgresql.dialect import PgDialect
 
         return PgDialect(server.flavor, server.version)
 
     def parse_dsn(self, dsn: str):
-        from .pg_server import parse_dsn
+        from jobqueue_demo.engine.postgresql.server import parse_dsn
 
         return parse_dsn(dsn)
 
     def sweep(self, params, dry_run: bool = False):
         from contextlib import closing
 
-        from .leftovers import ALIVE, GONE, KEPT, Found, Sweep, done
-        from .pg_scratch import sweep_leftovers
+        from jobqueue_demo.engine.leftovers import ALIVE, GONE, KEPT, Found, Sweep, done
+        from jobqueue_demo.engine.postgresql.scratch import sweep_leftovers
 
         with closing(params.connect(catalog_names_only=True)) as conn:
             found, problems = sweep_leftovers(conn, dry_run)
@@ -187,18 +187,18 @@ class PgSeam:
         return server.embedded or not server.shared_user
 
     def scratch(self, server, **options):
-        from .pg_scratch import PgScratchDatabase
+        from jobqueue_demo.engine.postgresql.scratch import PgScratchDatabase
 
         return PgScratchDatabase(server, **options)
 
     def queue(self):
         """The workers' SQL (queue_sql.QueueEngine)."""
-        from .pg_queue import PgQueue
+        from jobqueue_demo.engine.postgresql.queue import PgQueue
 
         return PgQueue()
 
     def wait_monitor(self, control_conn, server):
-        from .pg_waits import PgWaitMonitor
+        from jobqueue_demo.engine.postgresql.waits import PgWaitMonitor
 
         return PgWaitMonitor(control_conn)
 
@@ -206,14 +206,14 @@ class PgSeam:
         return scratch.session_params.connect(database=scratch.name, answer_timeout=answer_timeout)
 
     def session(self, name: str, scratch, settings_sql: str | None, answer_timeout: float):
-        from .pg_session import connect_session
+        from jobqueue_demo.engine.postgresql.session import connect_session
 
         return connect_session(name, scratch.session_params, scratch.name, settings_sql, answer_timeout)
 
     def reset_session(self, session, scratch, settings_sql: str | None) -> bool:
         """A fresh session's state without a new connection, in one round trip: ROLLBACK, then
         what DISCARD ALL does (which cannot share a query with ROLLBACK), then its settings."""
-        from .pg_session import RESET_SESSION, answer
+        from jobqueue_demo.engine.postgresql.session import RESET_SESSION, answer
 
         try:
             return answer(session.conn, "; ".join(filter(None, ("ROLLBACK", RESET_SESSION, settings_sql)))).error is None
@@ -221,17 +221,17 @@ class PgSeam:
             return False
 
     def run_script(self, conn, sql: str) -> str | None:
-        from .pg_session import run_script
+        from jobqueue_demo.engine.postgresql.session import run_script
 
         return run_script(conn, sql)
 
     def answer(self, conn, sql: str):
-        from .pg_session import answer
+        from jobqueue_demo.engine.postgresql.session import answer
 
         return answer(conn, sql)
 
     def execute(self, conn, sql: str) -> None:
-        from . import pg_control
+        from jobqueue_demo.engine.postgresql import control as pg_control
 
         pg_control.execute(conn, sql)
 
@@ -239,22 +239,22 @@ class PgSeam:
         return conn.pgconn.backend_pid
 
     def lock_table(self, monitor, database: str, sessions: dict[int, str]):
-        from .pg_locks import lock_table
+        from jobqueue_demo.engine.postgresql.locks import lock_table
 
         return lock_table(monitor, sessions)
 
     def read_deadlock(self, monitor, database: str, names: dict[int, str], victim: int):
-        from .pg_deadlock import read_deadlock
+        from jobqueue_demo.engine.postgresql.deadlock import read_deadlock
 
         return read_deadlock(monitor, names, victim)
 
     def survey(self, scratch, steps=()):
-        from .pg_snapshot import survey
+        from jobqueue_demo.engine.postgresql.snapshot import survey
 
         return survey(scratch, steps)
 
     def snapshot(self, scratch, tables: tuple[str, ...], writer):
-        from .pg_snapshot import PgTableSnapshot
+        from jobqueue_demo.engine.postgresql.snapshot import PgTableSnapshot
 
         return PgTableSnapshot(scratch, tables, writer)
 
@@ -268,6 +268,6 @@ def seam_of(engine: str):
 
 def seam_of_dsn(dsn: str):
     """The seam a DSN's scheme names: postgresql:// or postgres://, else MySQL's."""
-    from .server import is_pg_dsn
+    from jobqueue_demo.engine.mysql.server import is_pg_dsn
 
     return _SEAMS[PgSeam.name if is_pg_dsn(dsn) else MySqlSeam.name]

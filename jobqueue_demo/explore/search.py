@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from ..run import events as ev
 from ..errors import StuckError, UsageError
-from ..engine.result import Result
+from jobqueue_demo.engine.types import Result
 from ..run.driver import Driver, RunOptions
 from ..scenario.model import Fault, Invariant, Scenario, Statement, is_wait
 

@@ -20,7 +20,7 @@ import json
 
 from ..run import events as ev
 from ..engine.caps import MAX_RESULT_BYTES, MAX_VALUE_BYTES
-from ..engine.result import Result
+from jobqueue_demo.engine.types import Result
 
 
 def result_record(result: Result) -> dict:

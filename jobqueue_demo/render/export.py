@@ -11,7 +11,7 @@ import re
 import shlex
 from dataclasses import dataclass, replace
 
-from ..engine.deadlock import DeadlockCycle
+from jobqueue_demo.engine.mysql.deadlock import DeadlockCycle
 from ..run import events as ev
 from ..scenario.model import Scenario
 from .deadlock_svg import cycle_svg

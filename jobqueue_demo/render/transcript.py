@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass, replace
 
 from ..run import events as ev
-from ..engine import mysql_errors
-from ..engine.result import Result
+from jobqueue_demo.engine.mysql import errors as mysql_errors
+from jobqueue_demo.engine.types import Result
 from .color import console, session_colours
 from .table import format_table
 

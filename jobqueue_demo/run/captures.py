@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 
 from ..engine.caps import was_cut
-from ..engine.result import Result
+from jobqueue_demo.engine.types import Result
 from ..scenario.model import CAPTURE_REF, Statement
 
 

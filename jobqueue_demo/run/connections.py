@@ -10,16 +10,16 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..engine.server import ServerInfo
-from ..engine.session import Session
-from ..engine.node_waits import NodeWaits, on_node, split
-from ..engine.waits import WaitMonitor
+from jobqueue_demo.engine.mysql.server import ServerInfo
+from jobqueue_demo.engine.mysql.session import Session
+from jobqueue_demo.engine.galera.node_waits import NodeWaits, on_node, split
+from jobqueue_demo.engine.mysql.waits import WaitMonitor
 from ..errors import ScenarioError, ServerError, UsageError
 from ..scenario.model import Scenario, SessionSpec
 from .settle import POLL_FIRST_S, POLL_MAX_S
 
 if TYPE_CHECKING:  # explore's resets only: imported where they are made, off run's start-up
-    from ..engine.snapshot import Survey, TableSnapshot
+    from jobqueue_demo.engine.mysql.snapshot import Survey, TableSnapshot
 
 
 class Connections:
@@ -297,6 +297,6 @@ class Connections:
 
 def _galera():
     """engine/galera.py, imported on a cluster's paths only: off a single server's start-up."""
-    from ..engine import galera
+    from jobqueue_demo.engine.galera.node import node as galera
 
     return galera

@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..engine.result import Result, shown
-from ..engine.server import ServerInfo
-from ..engine.session import Session
-from ..engine.waits import QUEUED
+from jobqueue_demo.engine.types import Result, shown
+from jobqueue_demo.engine.mysql.server import ServerInfo
+from jobqueue_demo.engine.mysql.session import Session
+from jobqueue_demo.engine.mysql.waits import QUEUED
 from ..errors import StuckError
 from ..scenario.model import Fault, Locks, Narration, Scenario, Statement
 from . import events as ev
@@ -32,8 +32,8 @@ from .settle import Answered, settle
 COMMIT = re.compile(r"^\s*COMMIT\b", re.IGNORECASE)
 
 if TYPE_CHECKING:  # imported where a deadlock, a stuck run or explore needs them, off run's start-up
-    from ..engine.deadlock import DeadlockCycle
-    from ..engine.snapshot import Survey, TableSnapshot
+    from jobqueue_demo.engine.mysql.deadlock import DeadlockCycle
+    from jobqueue_demo.engine.mysql.snapshot import Survey, TableSnapshot
     from .chain import WaitChain
 
 # A statement's first word says what it is, or its first two when the first is a verb of DDL
@@ -234,7 +234,7 @@ class Driver:
         deadlock, read only where lock holders are named (not while explore classifies schedules)."""
         if result.error is None or result.error.error_class != "deadlock":
             return None, None
-        from ..engine.galera import DEADLOCK
+        from jobqueue_demo.engine.galera.node import DEADLOCK
 
         cause = self.conns.rollback_cause(session)
         if cause not in (None, DEADLOCK) or not self.options.name_blockers:

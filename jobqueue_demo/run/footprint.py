@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..engine.locks import record_locks_held
-from ..engine.waits import WaitMonitor
+from jobqueue_demo.engine.mysql.locks import record_locks_held
+from jobqueue_demo.engine.mysql.waits import WaitMonitor
 from ..errors import UsageError
 from . import events as ev
 

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 
-from ..engine import control
-from ..engine.embedded import embedded_with
-from ..engine.server import keeping_no_dir
+from jobqueue_demo.engine.mysql import control
+from jobqueue_demo.engine.mysql.embedded import embedded_with
+from jobqueue_demo.engine.mysql.server import keeping_no_dir
 from ..errors import StartFailed, UsageError
 from ..scenario.model import ISOLATION_LEVELS, Scenario, Statement, one_line
 from . import events as ev

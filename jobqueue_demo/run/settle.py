@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..engine.session import Session
-from ..engine.waits import ROW, WaitMonitor
+from jobqueue_demo.engine.mysql.session import Session
+from jobqueue_demo.engine.mysql.waits import ROW, WaitMonitor
 from ..errors import StuckError
 
 if TYPE_CHECKING:

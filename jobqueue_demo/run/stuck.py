@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..engine.session import Session
-from ..engine.waits import QUEUED, ROW_KINDS, WaitMonitor
+from jobqueue_demo.engine.mysql.session import Session
+from jobqueue_demo.engine.mysql.waits import QUEUED, ROW_KINDS, WaitMonitor
 from ..scenario.model import Scenario
 from . import chain
 from . import events as ev

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import events as ev
-from ..engine.result import Result, shown
+from jobqueue_demo.engine.types import Result, shown
 from ..scenario.model import Expectation, Scenario, one_line
 
 

@@ -31,7 +31,8 @@ from .model import (
     ErrorMatch,
     error_match,
 )
-from ..engine import mysql_errors, pg_errors
+from jobqueue_demo.engine.mysql import errors as mysql_errors
+from jobqueue_demo.engine.postgresql import errors as pg_errors
 from .nearest import nearest
 from .sql_guard import refusal
 

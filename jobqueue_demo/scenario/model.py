@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
-from ..engine import mysql_errors, pg_errors
+from jobqueue_demo.engine.mysql import errors as mysql_errors
+from jobqueue_demo.engine.postgresql import errors as pg_errors
 from ..errors import UsageError
 
 # The engines a lesson can be written for; "mysql" means MariaDB and MySQL alike.

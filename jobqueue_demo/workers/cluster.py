@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..engine.embedded import embedded_with
-from ..engine.galera_queue import NodeState
-from ..engine.server import ServerInfo
+from jobqueue_demo.engine.mysql.embedded import embedded_with
+from jobqueue_demo.engine.galera.queue import NodeState
+from jobqueue_demo.engine.mysql.server import ServerInfo
 
 
 def agree(states: list[NodeState]) -> bool:

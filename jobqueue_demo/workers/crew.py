@@ -28,10 +28,10 @@ from . import claimers
 from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed, WorkerSpec
 from ..errors import STOP_WORDS, ServerError, UsageError, WorkersStuck, stop_of
 from .lifeline import RUN_PID_ENV
-from ..engine.node_waits import on_node
+from jobqueue_demo.engine.galera.node_waits import on_node
 from ..engine.owner import hold_for_life
 from ..engine.queue_sql import STATE_ORDERS
-from ..engine.server import ServerInfo
+from jobqueue_demo.engine.mysql.server import ServerInfo
 from .stall import diagnose
 from .strategies import STRATEGIES
 

@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 
-from ..engine.embedded import PR_SET_PDEATHSIG
+from jobqueue_demo.engine.mysql.embedded import PR_SET_PDEATHSIG
 
 # The run's pid, read by the forkserver when it starts (it inherits the environment).
 RUN_PID_ENV = "JOBQUEUE_DEMO_RUN_PID"

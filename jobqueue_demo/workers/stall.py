@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..engine.galera import FlowControl
-from ..engine.lock_waits import as_text
-from ..engine.node_waits import split
+from jobqueue_demo.engine.galera.node import FlowControl
+from jobqueue_demo.engine.mysql.lock_waits import as_text
+from jobqueue_demo.engine.galera.node_waits import split
 from ..errors import ServerError
 
 FLOW_CONTROL_NOTE = (
