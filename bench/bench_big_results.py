@@ -37,7 +37,7 @@ STORED = """\
 import resource, sys
 sys.path.insert(0, {root!r})
 import jobqueue_demo.cli.main
-from jobqueue_demo.engine.mysql.server import open_server
+from jobqueue_demo.engine.seam import open_server
 from jobqueue_demo.engine.mysql.session import _text
 with open_server(None) as server:
     conn = server.params.connect(database="mysql")

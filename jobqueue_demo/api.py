@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from typing import TYPE_CHECKING
 
+from .engine.seam import DEFAULT_ENGINE, entry_of, seam_of_dsn
 from .errors import RecordError, ScenarioError, StuckError, StuckRun
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def server(
 
     sweep_dirs()
     if cluster:
-        if engine == "postgresql":
+        if engine not in (None, DEFAULT_ENGINE):
             from .errors import UsageError
 
             raise UsageError("a Galera cluster is MariaDB's: --cluster (or a cluster lesson) runs without --engine postgresql")
@@ -71,7 +72,6 @@ def server(
 
 @contextmanager
 def _cluster(dsn: str | None, size: int, nodes: tuple[str, ...]):
-    from dataclasses import replace
 
     from jobqueue_demo.engine.galera.cluster import open_cluster
     from .errors import UsageError
@@ -91,7 +91,7 @@ def _cluster(dsn: str | None, size: int, nodes: tuple[str, ...]):
             # Runs hold their named lock on node 1, where they make their scratch database.
             with closing(first.params.connect(database=None)) as conn:
                 sweep_server(conn)
-        yield replace(first, nodes=tuple(node.params for node in cluster.nodes))
+        yield cluster.as_server()
 
 
 def split_dsns(dsn: str | list[str] | None) -> tuple[str | None, tuple[str, ...]]:
@@ -123,9 +123,8 @@ def cleanup(dsn: str | None, dry_run: bool, cache: bool):
     """List, and unless `dry_run` remove, what killed runs left on the server and this machine:
     one Sweep (engine/leftovers.py) of them all."""
     from .engine.leftovers import Sweep, sweep_cache, sweep_dirs
-    from .engine.seam import seam_of_dsn
-    from jobqueue_demo.engine.mysql.embedded import cache_root
-    from jobqueue_demo.engine.mysql.server import DSN_ENV
+    from jobqueue_demo.engine.throwaway import cache_root
+    from jobqueue_demo.engine.dsn import DSN_ENV
 
     sweeps = [sweep_dirs(dry_run)]
     dsn = dsn or os.environ.get(DSN_ENV) or None
@@ -137,24 +136,23 @@ def cleanup(dsn: str | None, dry_run: bool, cache: bool):
     return Sweep([f for s in sweeps for f in s.found], [p for s in sweeps for p in s.problems])
 
 
-def engine_of(server) -> str:
-    """The server's engine, "mysql" (MariaDB, MySQL) or "postgresql"."""
-    return getattr(server, "engine", "mysql")
+def check_engine_name(name: str) -> None:
+    """A UsageError unless `name` is in the registry of engines (engine/seam.py)."""
+    entry_of(name)
 
 
 def for_server(scenario: Scenario, server) -> Scenario:
     """The lesson as written for this server's engine; UsageError when it is not written for it."""
-    return scenario.for_engine(engine_of(server))
+    return scenario.for_engine(server.engine)
 
 
 def engine_target(dsn: str | None, engine: str | None) -> str:
     """The engine the server will be of, known before it starts: the DSN's, else `engine`,
     else $JOBQUEUE_DEMO_DSN's, else mysql (as engine/server.py open_server chooses)."""
-    from .engine.seam import seam_of_dsn
-    from jobqueue_demo.engine.mysql.server import DSN_ENV
+    from jobqueue_demo.engine.dsn import DSN_ENV
 
     dsn = dsn or (None if engine else os.environ.get(DSN_ENV) or None)
-    return seam_of_dsn(dsn).name if dsn else engine or "mysql"
+    return seam_of_dsn(dsn).name if dsn else engine or DEFAULT_ENGINE
 
 
 def check_engine(scenarios, dsn: str | None, engine: str | None) -> None:
@@ -254,7 +252,8 @@ def lesson_page(scenario: Scenario, server, step_timeout: float, fmt: str, show_
     """Run and verify the scenario, then render its lesson page; a page is only ever made
     from a run that met every expectation."""
     from .errors import ExpectationsNotMet
-    from .render.export import LessonFacts, render_page
+    from .render.export import LessonFacts
+    from .render.pages import render_page
 
     scenario = for_server(scenario, server)
     report = run(scenario, server, step_timeout, show_locks=show_locks)
@@ -278,7 +277,8 @@ def lesson_page_engines(
     from dataclasses import replace
 
     from .errors import ExpectationsNotMet, UsageError
-    from .render.export import LessonFacts, render_page
+    from .render.export import LessonFacts
+    from .render.pages import render_page
 
     missing = [e for e in engines if e not in scenario.engines]
     if missing:
@@ -307,7 +307,7 @@ def engine_targets(scenario: Scenario, dsns: list[str]) -> list[tuple[str | None
     if dsns:
         if len(dsns) != 2:
             raise UsageError("give --dsn twice, one server per side, or not at all (the embedded servers)")
-        return [(dsn, "mysql") for dsn in dsns]
+        return [(dsn, seam_of_dsn(dsn).name) for dsn in dsns]
     if len(scenario.engines) < 2:
         raise UsageError(
             f"{scenario.name}: written for {scenario.engines[0]} only; engines: [{scenario.engines[0]}]: nothing to compare"

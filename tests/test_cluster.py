@@ -438,7 +438,7 @@ def test_a_brute_force_abort_is_told_as_one_not_as_a_deadlock(tmp_path, galera, 
 
 
 def test_a_workers_thread_is_seen_and_killed_on_its_own_node(galera):
-    from jobqueue_demo.engine.galera.node_waits import on_node
+    from jobqueue_demo.engine.types import on_node
     from jobqueue_demo.workers.crew import Scratch
 
     with Scratch(galera) as scratch:
@@ -473,10 +473,11 @@ def test_workers_killed_on_a_cluster_are_watched_on_their_nodes_and_every_node_c
 
 
 def test_each_cause_of_a_1213_has_its_own_note():  # no cluster needed: the note for each cause
-    from jobqueue_demo.engine.types import Result, SqlError
+    from jobqueue_demo.engine.types import Result
+    from jobqueue_demo.engine.mysql.errors import MySqlError
     from jobqueue_demo.render.transcript import event_lines
 
-    error = Result(error=SqlError(mysql_errors.ER_LOCK_DEADLOCK, "40001", "Deadlock found"))
+    error = Result(error=MySqlError(mysql_errors.ER_LOCK_DEADLOCK, "40001", "Deadlock found"))
     notes = {}
     for cause in (None, "deadlock", "certification failure", "brute-force abort"):
         event = ev.Completed(0, "B@2", "COMMIT;", None, error, 0.0, rollback=cause)

@@ -10,7 +10,10 @@ import re
 from conftest import ROOT, cli, dsn_env, dsn_of
 from jobqueue_demo import api as core
 from jobqueue_demo.run import events as ev
-from jobqueue_demo.engine.mysql.deadlock import GAP, INSERT_INTENTION, NEXT_KEY, RECORD, latest_deadlock
+from jobqueue_demo.engine.mysql.deadlock import latest_deadlock
+from jobqueue_demo.engine.types import GAP_ONLY as GAP
+from jobqueue_demo.engine.types import INSERT_INTENTION_ONLY as INSERT_INTENTION
+from jobqueue_demo.engine.types import NEXT_KEY, RECORD
 from test_teaching import browse, chromium  # noqa: F401  chromium is a fixture
 
 DATA = ROOT / "tests" / "data"

@@ -138,7 +138,7 @@ def test_a_frozen_postgresql_is_waited_for_no_longer_than_the_answer_timeout_and
     """As on MariaDB above: before, every connect waited 5 s whatever --step-timeout said, and
     stopping the frozen server 10 s more: explore on it took 21 s with --step-timeout 2."""
     skip_without_pg()
-    from jobqueue_demo.engine.postgresql.server import EmbeddedPostgres
+    from jobqueue_demo.engine.postgresql.embedded import EmbeddedPostgres
     from jobqueue_demo.errors import ServerError
 
     server = EmbeddedPostgres()

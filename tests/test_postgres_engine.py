@@ -274,7 +274,7 @@ def test_scenario_sql_runs_as_the_per_run_role(pg):
 
 def test_cleanup_drops_a_dead_runs_database_and_role_only(pg_local):
     from jobqueue_demo.engine.postgresql.control import execute, flag, quote
-    from jobqueue_demo.engine.mysql.scratch import new_name
+    from jobqueue_demo.engine.naming import new_name
 
     dead, locked, elsewhere = new_name(), new_name(), new_name()
     admin = pg_local.params.connect()
@@ -362,7 +362,7 @@ def signal_all(postmaster: int, signum: int) -> None:
 @pytest.fixture
 def frozen_pg():
     """A private PostgreSQL, to be frozen whole (SIGSTOP) by the test."""
-    from jobqueue_demo.engine.postgresql.server import EmbeddedPostgres
+    from jobqueue_demo.engine.postgresql.embedded import EmbeddedPostgres
 
     server = EmbeddedPostgres()
     server.start()
@@ -580,7 +580,7 @@ def test_a_killed_embedded_postgresql_leaves_no_shared_memory():
     """SIGKILL of the postmaster skips its own clean-up: its System V segment stayed until
     the machine restarted, and its dynamic shared memory in /dev/shm with it."""
     from jobqueue_demo.engine.postgresql import control
-    from jobqueue_demo.engine.postgresql.server import EmbeddedPostgres
+    from jobqueue_demo.engine.postgresql.embedded import EmbeddedPostgres
 
     server = EmbeddedPostgres()
     server.start()

@@ -405,7 +405,8 @@ def test_bad_values_are_usage_errors(args):
 def test_cleanup_cache_removes_templates(tmp_path):
     """A damaged template is rebuilt by the next run (test_template_recovery.py); cleanup
     --cache removes templates on demand."""
-    from jobqueue_demo.engine.mysql.embedded import CACHE_DIR_NAME, TEMPLATE_META, find_server_binary
+    from jobqueue_demo.engine.mysql.embedded import TEMPLATE_META, find_server_binary
+    from jobqueue_demo.engine.throwaway import CACHE_DIR_NAME
 
     template = tmp_path / CACHE_DIR_NAME / find_server_binary().template_key
     template.mkdir(parents=True)

@@ -140,9 +140,9 @@ def test_a_run_dir_the_server_user_cannot_enter_is_one_line_and_left_clean():
 @pytest.mark.server  # builds the templates: starts servers through the engine's own code
 def test_the_cached_templates_stay_ours(tmp_path, monkeypatch):
     """The servers' user owns no file of a template every later run starts from."""
-    from jobqueue_demo.engine.galera.node import cluster
+    from jobqueue_demo.engine.galera import cluster
     from jobqueue_demo.engine.mysql import embedded
-    from jobqueue_demo.engine.postgresql import server as pg_server
+    from jobqueue_demo.engine.postgresql import embedded as pg_server
     from jobqueue_demo.errors import ServerError
 
     skip_without_pg()

@@ -109,7 +109,7 @@ def test_a_stuck_run_follows_the_queued_request(embedded):
 
 
 def test_innodb_status_tells_each_kind_of_row_wait():
-    from jobqueue_demo.engine.mysql.waits import GAP, INSERT_INTENTION, ROW
+    from jobqueue_demo.engine.types import GAP, INSERT_INTENTION, ROW
 
     def waiting(flags: str, heap_no: int) -> str:
         text = (

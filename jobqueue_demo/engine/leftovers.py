@@ -22,8 +22,9 @@ from pathlib import Path
 
 from jobqueue_demo.engine.mysql import control
 from jobqueue_demo.engine.owner import MARKER, claim_if_dead
-from jobqueue_demo.engine.postgresql.shm import release_segment
-from jobqueue_demo.engine.mysql.scratch import DROP_LOCK_WAIT_S, PREFIX, RUN_NAME, SNAPSHOT_SUFFIX, drop_bounded, literal
+from jobqueue_demo.engine.shm import release_segment
+from jobqueue_demo.engine.mysql.scratch import DROP_LOCK_WAIT_S, drop_bounded, literal
+from jobqueue_demo.engine.naming import PREFIX, RUN_NAME, SNAPSHOT_SUFFIX
 
 OLD_NAME = re.compile(rf"{PREFIX}[0-9a-f]{{10}}({SNAPSHOT_SUFFIX})?")
 DIR_PATTERNS = ("jobqueue-demo-*", "pymp-*")

@@ -13,19 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-# How `state` sorts in the (state, id) index: 'done' after every queued entry (an enum), or
-# before them (a string compares 'done' < 'queued'); docs/workers.md says why it matters.
-STATE_ORDERS = ("done-last", "done-first")
 # Locking clauses of a claim's SELECT, by the registry's names (workers/strategies.py).
 LOCKS = {"skip-locked": " FOR UPDATE SKIP LOCKED", "wait": " FOR UPDATE", "nowait": " FOR UPDATE NOWAIT", "none": ""}
-
-
-class ClaimError(Exception):
-    """A statement of a worker failed; `kind` is its portable class, None when no retry helps."""
-
-    def __init__(self, kind: str | None, text: str):
-        super().__init__(text)
-        self.kind = kind
 
 
 def id_list(ids: list[int]) -> str:
@@ -131,10 +120,4 @@ class QueueEngine:
 
     def lock_waits(self, scratch, session_ids: list[int]) -> list[tuple[tuple, str | None]]:
         """Each lock wait of `session_ids`, in the row form engine/lock_waits.py documents."""
-        raise NotImplementedError
-
-    def on_nodes(self, server, database: str):
-        """The queue on each node of a cluster (galera_queue.QueueNodes): its counters, the
-        workers' threads by node, a stall's lock waits and flow control, and what each node
-        holds at the end."""
         raise NotImplementedError

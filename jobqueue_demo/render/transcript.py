@@ -6,7 +6,6 @@ import re
 from dataclasses import dataclass, replace
 
 from ..run import events as ev
-from jobqueue_demo.engine.mysql import errors as mysql_errors
 from jobqueue_demo.engine.types import Result
 from .color import console, session_colours
 from .table import format_table
@@ -117,12 +116,11 @@ ROLLBACK_NOTES = {
 def error_notes(session: str, result: Result, rollback: str | None) -> list[Line]:
     if result.error is None:
         return []
-    errno = result.error.errno
     if rollback in ROLLBACK_NOTES:
         text = ROLLBACK_NOTES[rollback].format(s=session)
     elif result.error.error_class == "deadlock":
         text = f"-- {session} was chosen as the deadlock victim: its whole transaction was rolled back"
-    elif errno == mysql_errors.ER_LOCK_WAIT_TIMEOUT:
+    elif result.error.statement_only:
         text = f"-- only this statement was rolled back; {session}'s transaction is still open"
     elif result.error.error_class == "connection-lost":
         text = f"-- {session}'s connection is gone; the server rolls back its open transaction"

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobqueue_demo.engine.types import Result
-from jobqueue_demo.engine.mysql.waits import ASKED_ONLY as ASKED_ONLY
-from jobqueue_demo.engine.mysql.waits import HOLDS as HOLDS  # how a Blocker blocks: the views read these two
-from jobqueue_demo.engine.mysql.waits import QUEUED as QUEUED
+from jobqueue_demo.engine.types import ASKED_ONLY as ASKED_ONLY
+from jobqueue_demo.engine.types import HOLDS as HOLDS  # how a Blocker blocks: the views read these two
+from jobqueue_demo.engine.types import QUEUED as QUEUED
 from ..scenario.model import Step
 
 if TYPE_CHECKING:  # only a deadlock or a stuck run makes these; a run without one never imports them
-    from jobqueue_demo.engine.mysql.deadlock import DeadlockCycle
+    from jobqueue_demo.engine.types import DeadlockCycle
     from .chain import WaitChain
 
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from jobqueue_demo.engine.mysql.locks import record_locks_held
-from jobqueue_demo.engine.mysql.waits import WaitMonitor
+from ..engine.seam import WaitMonitor
 from ..errors import UsageError
 from . import events as ev
 
@@ -46,7 +45,7 @@ class Footprint:
                     yield taken
 
     def _taken(self, event: ev.Completed) -> ev.LocksTaken | None:
-        now = record_locks_held(self.monitor).get(self.sessions[event.session].thread_id, 0)
+        now = self.monitor.record_locks_held().get(self.sessions[event.session].thread_id, 0)
         before = self.held.get(event.session, 0)
         self.held[event.session] = now
         if now <= before:

@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobqueue_demo.engine.mysql.session import Session
-from jobqueue_demo.engine.mysql.waits import ROW, WaitMonitor
+from ..engine.seam import Session
+from ..engine.seam import WaitMonitor
+from jobqueue_demo.engine.types import ROW
 from ..errors import StuckError
 
 if TYPE_CHECKING:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from jobqueue_demo.engine.mysql.session import Session
-from jobqueue_demo.engine.mysql.waits import QUEUED, ROW_KINDS, WaitMonitor
+from ..engine.seam import Session
+from ..engine.seam import WaitMonitor
+from jobqueue_demo.engine.types import QUEUED, ROW_KINDS
 from ..scenario.model import Scenario
 from . import chain
 from . import events as ev

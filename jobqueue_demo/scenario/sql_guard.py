@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from ..engine import mysql
 from ..engine.sql_lexer import END, EXECUTABLE, HINT, PUNCT, QUOTED, WORD, tokens, unquote
 from .model import CAPTURE_REF
 
@@ -47,7 +48,7 @@ CAPTURE_IN_TEXT = (
 def refusal(sql: str, engine: str) -> tuple[int, str] | None:
     """Where in `sql` is what a scenario may not run on `engine`, and why; None if nothing."""
     found = _places_files(sql)
-    if found or engine != "mysql" or not MAY_BE_REFUSED.search(sql):
+    if found or engine != mysql.NAME or not MAY_BE_REFUSED.search(sql):
         return found
     for escaping in READINGS if "\\" in sql else READINGS[:1]:
         found = _mysql_refusal(sql, escaping, captures=True)

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from jobqueue_demo.engine.mysql.embedded import embedded_with
-from jobqueue_demo.engine.galera.queue import NodeState
-from jobqueue_demo.engine.mysql.server import ServerInfo
+from ..engine.seam import seam_of
+from ..engine.types import NodeState, ServerInfo
 
 
 def agree(states: list[NodeState]) -> bool:
@@ -51,7 +50,7 @@ def compare(config, server: ServerInfo, run, on_progress=None) -> ClusterCompari
     """`run(config, server, on_progress)` three times: over every node, on node 1, on a single server."""
     spread = _whole(run(config, server, on_progress))
     one_node = _whole(run(config, replace(server, nodes=server.nodes[:1]), None))
-    with embedded_with(()) as single_server:
+    with seam_of(server.engine).embedded() as single_server:
         single = _whole(run(config, single_server, None))
     return ClusterComparison(spread, one_node, single)
 

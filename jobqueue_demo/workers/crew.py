@@ -28,10 +28,8 @@ from . import claimers
 from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed, WorkerSpec
 from ..errors import STOP_WORDS, ServerError, UsageError, WorkersStuck, stop_of
 from .lifeline import RUN_PID_ENV
-from jobqueue_demo.engine.galera.node_waits import on_node
-from ..engine.owner import hold_for_life
-from ..engine.queue_sql import STATE_ORDERS
-from jobqueue_demo.engine.mysql.server import ServerInfo
+from ..engine.seam import hold_for_life
+from ..engine.types import STATE_ORDERS, ServerInfo, on_node
 from .stall import diagnose
 from .strategies import STRATEGIES
 

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from jobqueue_demo.engine.galera.node import FlowControl
-from jobqueue_demo.engine.mysql.lock_waits import as_text
-from jobqueue_demo.engine.galera.node_waits import split
+from ..engine.types import FlowControl, as_text, split
 from ..errors import ServerError
 
 FLOW_CONTROL_NOTE = (

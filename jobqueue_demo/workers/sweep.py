@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from ..errors import UsageError, stop_of
-from jobqueue_demo.engine.mysql.server import ServerInfo
+from jobqueue_demo.engine.types import ServerInfo
 from .strategies import REGISTRY
 from .crew import ISOLATIONS, MAX_WORKERS, WorkersConfig, WorkersSummary, run_workers, validate
 

@@ -23,14 +23,17 @@ import socket
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
 from ...errors import ServerError, StartFailed, UsageError
 from jobqueue_demo.engine.mysql import control
+from jobqueue_demo.engine import throwaway
 from jobqueue_demo.engine.mysql import embedded as emb
 from jobqueue_demo.engine.mysql import server as srv
+from jobqueue_demo.engine.galera.engine import ENGINE
+from jobqueue_demo.engine.types import ServerInfo
 from jobqueue_demo.engine.os_user import Identity, check_reachable, client_name, give, server_identity
 from jobqueue_demo.engine.owner import hold
 
@@ -67,10 +70,14 @@ NODE_DSN = re.compile(r"^node(\d+)=(.+)$", re.DOTALL)
 class ClusterInfo:
     """The nodes of a cluster, node 1 first; node numbers count from 1."""
 
-    nodes: tuple[srv.ServerInfo, ...]
+    nodes: tuple[ServerInfo, ...]
 
-    def node(self, number: int) -> srv.ServerInfo:
+    def node(self, number: int) -> ServerInfo:
         return self.nodes[number - 1]
+
+    def as_server(self) -> ServerInfo:
+        """Node 1, with every node: what a run on the cluster is handed."""
+        return replace(self.node(1), nodes=tuple(node.params for node in self.nodes))
 
     @property
     def size(self) -> int:
@@ -106,10 +113,10 @@ def parse_node_dsns(dsns: list[str]) -> list[srv.ConnectParams]:
 def open_cluster(size: int = 3, dsns: list[str] | None = None) -> Iterator[ClusterInfo]:
     """The nodes named by `dsns` (nodeN=…), else a private embedded cluster of `size` nodes."""
     if dsns:
-        yield ClusterInfo(tuple(srv.server_info(p, embedded=False) for p in parse_node_dsns(dsns)))
+        yield ClusterInfo(tuple(ENGINE.server_info(p, embedded=False) for p in parse_node_dsns(dsns)))
         return
     with EmbeddedCluster(size) as cluster:
-        yield ClusterInfo(tuple(srv.server_info(p, embedded=True) for p in cluster.params))
+        yield ClusterInfo(tuple(ENGINE.server_info(p, embedded=True) for p in cluster.params))
 
 
 # --- the cached cluster template ------------------------------------------------
@@ -118,12 +125,12 @@ def open_cluster(size: int = 3, dsns: list[str] | None = None) -> Iterator[Clust
 def ensure_cluster_template(binary: emb.ServerBinary, provider: Path) -> tuple[emb.Template, Path]:
     """(the plain template, a data directory holding a cluster's state), made on first use."""
     template = emb.ensure_template(binary)
-    root = emb.cache_root()
+    root = throwaway.cache_root()
     key = binary.template_key + TEMPLATE_SUFFIX
     final = root / key
     if not (final / GRASTATE).is_file():
         try:
-            with emb.locked(root / f"{key}.lock"):
+            with throwaway.locked(root / f"{key}.lock"):
                 if not (final / GRASTATE).is_file():
                     _build_cluster_template(binary, template, provider, final)
         except OSError as exc:
@@ -135,7 +142,7 @@ def _build_cluster_template(binary: emb.ServerBinary, template: emb.Template, pr
     shutil.rmtree(final, ignore_errors=True)
     # The node runs in the temporary directory, not in the cache: a socket path longer than
     # 107 bytes (a deep $XDG_CACHE_HOME) stops the server.
-    build = Path(tempfile.mkdtemp(prefix=emb.WORKDIR_PREFIX))
+    build = Path(tempfile.mkdtemp(prefix=throwaway.WORKDIR_PREFIX))
     owner = hold(build)  # a build killed half-way is swept like any dead run's directory
     identity = server_identity()
     node = Node(build / "node", 1, template.datadir, free_ports(PORTS_PER_NODE), identity)
@@ -152,7 +159,7 @@ def _build_cluster_template(binary: emb.ServerBinary, template: emb.Template, pr
         node.process.wait(SHUTDOWN_TIMEOUT_S)
         data = node.workdir / "data"
         if "seqno:   -1" in (data / GRASTATE).read_text():
-            raise StartFailed(f"the bootstrap node saved no seqno: {emb.log_summary(node.log)}")
+            raise StartFailed(f"the bootstrap node saved no seqno: {throwaway.log_summary(node.log)}")
         for transient in ("galera.cache", GVWSTATE):
             with contextlib.suppress(FileNotFoundError):
                 (data / transient).unlink()
@@ -166,7 +173,7 @@ def _build_cluster_template(binary: emb.ServerBinary, template: emb.Template, pr
     finally:
         if staged is not None:
             shutil.rmtree(staged, ignore_errors=True)
-        emb.remove_workdir(build, owner)
+        throwaway.remove_workdir(build, owner)
 
 
 # --- one node ------------------------------------------------------------------
@@ -240,7 +247,7 @@ class Node:
             "--default-storage-engine=InnoDB",
             *extra,
         ]
-        self.process = emb.launch(command, self.log, self.identity)
+        self.process = throwaway.launch(command, self.log, self.identity)
 
     def group_file(self, group: str) -> Path:
         """The cluster's name in an option file only the node's OS user reads: not on the
@@ -253,7 +260,7 @@ class Node:
 
     def kill(self) -> None:
         if self.process is not None:
-            emb.terminate(self.process)
+            throwaway.terminate(self.process)
             self.process = None
 
 
@@ -270,7 +277,7 @@ def _view(me: Node, nodes: list[Node]) -> str:
     return f"my_uuid: {me.gcomm_id}\n#vwbeg\nview_id: 3 {nodes[0].gcomm_id} 1\nbootstrap: 0\n{members}#vwend\n"
 
 
-class EmbeddedCluster(emb.Throwaway):
+class EmbeddedCluster(throwaway.Throwaway):
     """`size` private Galera nodes, stopped and deleted on exit; `params` per node, node 1 first."""
 
     def __init__(self, size: int = 3) -> None:
@@ -302,7 +309,7 @@ class EmbeddedCluster(emb.Throwaway):
     def _boot(self, binary, template, provider: Path, datadir: Path) -> None:
         identity = server_identity()
         if self.workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix=emb.WORKDIR_PREFIX))
+            self.workdir = Path(tempfile.mkdtemp(prefix=throwaway.WORKDIR_PREFIX))
             self._owner = hold(self.workdir)
             check_reachable(self.workdir.parent, identity)
             give(self.workdir, identity)  # the nodes' folders are made inside it, then given
@@ -329,7 +336,7 @@ class EmbeddedCluster(emb.Throwaway):
                     if time.monotonic() > deadline:
                         raise StartFailed(
                             f"node{node.number} did not join a {self.size}-node cluster within "
-                            f"{JOIN_TIMEOUT_S:.0f} s: {emb.log_summary(node.log)}"
+                            f"{JOIN_TIMEOUT_S:.0f} s: {throwaway.log_summary(node.log)}"
                         )
                     time.sleep(emb.POLL_INTERVAL_S * 5)
             finally:
@@ -351,7 +358,7 @@ class EmbeddedCluster(emb.Throwaway):
                 node.kill()
         finally:
             owner, self._owner = self._owner, None
-            emb.remove_workdir(workdir, owner)
+            throwaway.remove_workdir(workdir, owner)
 
 
 def _status(conn, name: str) -> str | None:

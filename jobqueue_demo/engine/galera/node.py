@@ -9,26 +9,23 @@ Every function takes the tool's own connection to one node (MariaDB with wsrep o
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from ...errors import ServerError
 from jobqueue_demo.engine.mysql import control
 from jobqueue_demo.engine.mysql.scratch import literal
+from jobqueue_demo.engine.types import BY_BRUTE_FORCE, BY_CERTIFICATION, BY_DEADLOCK
+from jobqueue_demo.engine.types import FlowControl
 
 CATCH_UP_TIMEOUT_S = 30.0
 CATCH_UP_POLL_S = (0.0005, 0.002)  # first and longest sleep between reads
 
-# Why a 1213 rolled a node's transaction back: the three ways, each counted by the node.
-DEADLOCK = "deadlock"  # InnoDB broke a cycle of lock waits on this node
-CERTIFICATION = "certification failure"  # its write set lost against one certified first
-BRUTE_FORCE = "brute-force abort"  # a replicated write set needed its locks and aborted it
 # In the order they are told apart: when a COMMIT races a conflicting write set, Galera often
 # counts the loser both as brute-force aborted and as failing certification (17 of 20 such
 # races on two nodes here): it did reach certification, so that is what it is told as.
 CAUSE_COUNTERS = (
-    ("Innodb_deadlocks", DEADLOCK),
-    ("wsrep_local_cert_failures", CERTIFICATION),
-    ("wsrep_local_bf_aborts", BRUTE_FORCE),
+    ("Innodb_deadlocks", BY_DEADLOCK),
+    ("wsrep_local_cert_failures", BY_CERTIFICATION),
+    ("wsrep_local_bf_aborts", BY_BRUTE_FORCE),
 )
 
 
@@ -106,7 +103,7 @@ class RollbackCauses:
         self._told[node] = _cause_counters(conn)
 
     def cause(self, node: int, conn) -> str | None:
-        """DEADLOCK, CERTIFICATION or BRUTE_FORCE; None when no counter rose."""
+        """BY_DEADLOCK, BY_CERTIFICATION or BY_BRUTE_FORCE; None when no counter rose."""
         now = _cause_counters(conn)
         told = self._told.setdefault(node, dict(now))
         for name, cause in CAUSE_COUNTERS:
@@ -127,23 +124,6 @@ FLOW_STATUS = (
     "wsrep_flow_control_paused",
     "wsrep_local_state_comment",
 )
-
-
-@dataclass(frozen=True)
-class FlowControl:
-    """One node's flow-control state: whether it asked the cluster to pause, and its queues."""
-
-    node: int
-    active: bool  # replication is paused cluster-wide, as this node sees it
-    requested: bool  # this node asked for the pause: its receive queue passed the limit
-    recv_queue: int  # write sets received and not yet applied
-    send_queue: int  # local write sets not yet sent
-    paused: float  # share of the time since FLUSH STATUS that replication was paused
-    state: str  # e.g. "Synced"; a "Desynced" node asks for no pause however long its queue
-
-    @property
-    def queued(self) -> bool:
-        return self.active or self.requested or self.recv_queue > 0
 
 
 def flow_control(conn, node: int) -> FlowControl:

@@ -14,34 +14,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from collections.abc import Mapping
 
-from jobqueue_demo.engine.mysql.waits import TrxStatus, WaitInfo, WaitMonitor
-
-# Above any thread id a server hands out (they are 32-bit on MariaDB and MySQL).
-NODE_STRIDE = 1 << 40
-
-
-def on_node(node: int | None, thread_id: int) -> int:
-    """The run's id for a thread of `node` (node 1, or no node, keeps the server's id)."""
-    return thread_id if node in (None, 1) else node * NODE_STRIDE + thread_id
-
-
-def split(run_id: int) -> tuple[int, int]:
-    """(node, the node's own thread id) of a run's id."""
-    node, thread_id = divmod(int(run_id), NODE_STRIDE)
-    return node or 1, thread_id
-
-
-def names_on(node: int, names: Mapping[int, str]) -> dict[int, str]:
-    """The run's names (run id -> name) of one node's threads, by that node's own thread ids."""
-    out = {}
-    for run_id, name in names.items():
-        where, thread_id = split(run_id)
-        if where == node:
-            out[thread_id] = name
-    return out
-
+from jobqueue_demo.engine.mysql.waits import WaitMonitor, record_locks_held
+from jobqueue_demo.engine.types import TrxStatus, WaitInfo
+from jobqueue_demo.engine.types import on_node, split
 
 class NodeWaits:
     """A WaitMonitor per node behind the one interface the runner uses."""
@@ -66,6 +42,9 @@ class NodeWaits:
 
     def by_node(self) -> tuple[tuple[int, WaitMonitor], ...]:
         return tuple(sorted(self.monitors.items()))
+
+    def record_locks_held(self) -> dict[int, int]:
+        return record_locks_held(self)
 
     def transactions(self) -> dict[int, TrxStatus]:
         return {

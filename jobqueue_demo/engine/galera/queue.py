@@ -15,18 +15,11 @@ import contextlib
 from dataclasses import dataclass
 
 from jobqueue_demo.engine.mysql import control
-from jobqueue_demo.engine.galera.node import FlowControl, appliers, catch_up, flow_control, last_committed
-from jobqueue_demo.engine.galera.node_waits import on_node, split
-
-
-@dataclass(frozen=True)
-class NodeState:
-    """What one node holds after the run, read once it has applied everything."""
-
-    node: int
-    done: int
-    completions: int
-    checksum: str
+from jobqueue_demo.engine.galera.node import appliers, catch_up, flow_control, last_committed
+from jobqueue_demo.engine.types import FlowControl
+from jobqueue_demo.engine.mysql.queue import MySqlQueue
+from jobqueue_demo.engine.types import on_node, split
+from jobqueue_demo.engine.types import NodeState
 
 
 @dataclass(frozen=True)
@@ -150,3 +143,13 @@ def _by_node(session_ids: list[int]) -> dict[int, dict[int, int]]:
 def _on(node: int, thread) -> int | None:
     """A thread id of a lock-table row as the run's id; None stays (no client thread)."""
     return None if thread is None else on_node(node, int(thread))
+
+
+@dataclass(frozen=True)
+class GaleraQueue(MySqlQueue):
+    """MariaDB's queue, and what the crew asks of each node of a cluster."""
+
+    def on_nodes(self, server, database: str) -> QueueNodes:
+        """The queue on each node (QueueNodes): its counters, the workers' threads by node, a
+        stall's lock waits and flow control, and what each node holds at the end."""
+        return QueueNodes(self, server, database)

@@ -8,7 +8,7 @@ here; its errors are results in the transcript.
 
 from __future__ import annotations
 
-from ...errors import ServerError
+from jobqueue_demo.engine.types import ControlError
 from jobqueue_demo.engine.mysql.errors import LOST_CONNECTION
 
 ER_DBACCESS_DENIED = 1044
@@ -21,15 +21,6 @@ PRIVILEGE_ERRORS = frozenset({ER_DBACCESS_DENIED, ER_ACCESS_DENIED, ER_TABLEACCE
 def errno_of(exc: BaseException) -> int:
     args = getattr(exc, "args", ())
     return args[0] if args and isinstance(args[0], int) else 0
-
-
-class ControlError(ServerError):
-    """A statement of the tool's own that failed; `errno` is the server's error number (a
-    SQLSTATE string on PostgreSQL)."""
-
-    def __init__(self, message: str, errno: int | str):
-        super().__init__(message)
-        self.errno = errno
 
 
 def control_error(exc: BaseException, sql: str) -> ControlError:
@@ -79,16 +70,3 @@ def text(value) -> str | None:
         return value
     return value.decode("utf-8", "replace")
 
-
-def first_failure(steps: list, lost: frozenset) -> ControlError | None:
-    """Every step tried, for clean-up that should go as far as it can; the first failure, if
-    any. Once the connection is lost the rest would fail the same way, so they are not tried."""
-    failure = None
-    for step in steps:
-        try:
-            step()
-        except ControlError as e:
-            failure = failure or e
-            if e.errno in lost:
-                break
-    return failure

@@ -14,15 +14,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from jobqueue_demo.engine.mysql.control import text
-from jobqueue_demo.engine.galera.node_waits import names_on, split
-from jobqueue_demo.engine.types import shown
-from jobqueue_demo.engine.mysql.waits import GAP_ONLY as GAP
-from jobqueue_demo.engine.mysql.waits import INSERT_INTENTION_ONLY as INSERT_INTENTION
-from jobqueue_demo.engine.mysql.waits import NEXT_KEY as NEXT_KEY  # a Lock's kinds are waits.py's, read from the same monitor output
-from jobqueue_demo.engine.mysql.waits import RECORD as RECORD
+from jobqueue_demo.engine.types import names_on, split
+from jobqueue_demo.engine.types import WHOLE_TABLE, DeadlockCycle, Lock, Party, shown
 from jobqueue_demo.engine.mysql.waits import THREAD_ID, innodb_lock_kind
 
 SECTION = re.compile(r"^-+\nLATEST DETECTED DEADLOCK\n-+\n(.*?)(?=^-+\n[A-Z][A-Z /]*\n-+\n|\Z)", re.MULTILINE | re.DOTALL)
@@ -38,92 +34,6 @@ RECORD_LOCK = re.compile(
 TABLE_LOCK = re.compile(r"^TABLE LOCK table `([^`]*)`\.`([^`]*)`.*? trx id (\d+) lock mode (\S+)(.*)$", re.MULTILINE)
 HEAP_NO = re.compile(r"heap no (\d+) PHYSICAL RECORD: n_fields \d+;[^\n]*\n\s*0: (?:len \d+; hex ([0-9a-f]+)|SQL NULL)", re.MULTILINE)
 INFIMUM_SUPREMUM = {"696e66696d756d00": "infimum", "73757072656d756d": "supremum"}
-
-TABLE = "table"
-
-
-@dataclass(frozen=True)
-class Lock:
-    table: str
-    index: str  # "" for a table lock
-    mode: str  # X, S, IX, IS, AUTO-INC
-    kind: str  # RECORD, GAP, NEXT_KEY, INSERT_INTENTION or TABLE
-    record: str = ""  # "supremum", or the first key field, e.g. "2" or "'queued'"
-    trx_id: str = ""
-    where: tuple = ()  # space, page, heap no: the same record in two lock lines
-
-    def text(self) -> str:
-        """E.g. "X record lock on jobs PRIMARY (2)", "X insert intention lock on jobs PRIMARY before supremum"."""
-        if self.kind == TABLE:
-            return f"{self.mode} table lock on {self.table}"
-        at = ""
-        if self.record:
-            before = self.kind in (GAP, INSERT_INTENTION) or self.record == "supremum"
-            at = f" {'before ' if before else ''}{self.record if self.record == 'supremum' else f'({self.record})'}"
-        return f"{self.mode} {self.kind} lock on {' '.join(filter(None, (self.table, self.index)))}{at}"
-
-
-@dataclass(frozen=True)
-class Party:
-    """One transaction of the cycle, in the server's numbering."""
-
-    number: int
-    thread_id: int
-    statement: str
-    waits_for: Lock | None
-    held: Lock | None  # the lock of its own that the previous transaction in the cycle waits for
-    blocked_by: int | None  # the number of the transaction holding what it waits for
-    session: str = ""  # the scenario's name for it, when it is one of the run's sessions
-
-
-@dataclass(frozen=True)
-class DeadlockCycle:
-    parties: tuple[Party, ...]
-    victim: int  # the number of the transaction rolled back
-
-    def party(self, number: int | None) -> Party | None:
-        return next((p for p in self.parties if p.number == number), None)
-
-    def name(self, number: int | None) -> str:
-        party = self.party(number)
-        if party is None:
-            return "another transaction"
-        return party.session or f"thread {party.thread_id}"
-
-    def lines(self) -> list[str]:
-        """The cycle in a few lines: who waited for what, held by whom, and who was rolled back."""
-        ordered = self._ordered()
-        loop = " -> ".join(self.name(p.number) for p in ordered + ordered[:1])
-        out = [f"deadlock: {loop}; the server rolled back {self.name(self.victim)}"]
-        for p in ordered:
-            wanted = p.waits_for.text() if p.waits_for else "a lock the server did not print"
-            out.append(f"  {self.name(p.number)} waited for {wanted}, held by {self._held(p.blocked_by)}")
-        return out
-
-    def _held(self, number: int | None) -> str:
-        holder = self.party(number)
-        if holder is None or holder.held is None:
-            return self.name(number)
-        lock = holder.held
-        what = f"{lock.mode} table lock" if lock.kind == TABLE else f"{lock.mode} {lock.kind} lock"
-        return f"{self.name(number)} ({what})"
-
-    def _ordered(self) -> list[Party]:
-        """Following the cycle from the victim, so the story starts with the one that lost."""
-        out: list[Party] = []
-        party = self.party(self.victim) or self.parties[0]
-        while party is not None and party not in out:
-            out.append(party)
-            party = self.party(party.blocked_by)
-        return out + [p for p in self.parties if p not in out]
-
-    def named(self, sessions: Mapping[int, str]) -> DeadlockCycle:
-        return replace(self, parties=tuple(replace(p, session=sessions.get(p.thread_id, "")) for p in self.parties))
-
-    def renamed(self, names: Mapping[str, str]) -> DeadlockCycle:
-        """Its sessions as `names` calls them (a transcript's `A@1`)."""
-        return replace(self, parties=tuple(replace(p, session=names.get(p.session, p.session)) for p in self.parties))
-
 
 def latest_deadlock(status: str, key_types: Mapping[tuple[str, str], str] | None = None) -> DeadlockCycle | None:
     """The LATEST DETECTED DEADLOCK of a monitor text; None when it has none or it cannot be read.
@@ -216,7 +126,7 @@ def _locks(text: str, types: Mapping) -> tuple[Lock, ...]:
         body = text[match.end(): after.start() if after else len(text)]
         if match.re is TABLE_LOCK:
             table, trx, mode = match.group(2), match.group(3), match.group(4)
-            out.append(Lock(table, "", mode, TABLE, trx_id=trx, where=(table,)))
+            out.append(Lock(table, "", mode, WHOLE_TABLE, trx_id=trx, where=(table,)))
             continue
         space, page, index, _, table, trx, mode, flags = match.groups()
         heap = HEAP_NO.search(body)

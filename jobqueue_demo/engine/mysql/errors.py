@@ -6,6 +6,10 @@ language).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from jobqueue_demo.engine.types import SqlError, shown
+
 ER_DUP_ENTRY = 1062
 ER_PARSE_ERROR = 1064
 ER_NO_SUCH_TABLE = 1146
@@ -47,7 +51,15 @@ LOST_CONNECTION = CLASSES["connection-lost"]
 _BY_NUMBER = {v: k for k, v in NAMES.items()}
 
 
+# How an expectation may spell an error here besides a class or a name (scenario/loader.py).
+SPELT_AS = "a number"
+
+
 def resolve(spelling: str) -> frozenset[int]:
+    """The error numbers a lesson's spelling means: a number, a class or a name; KeyError when
+    none (ValueError for digits int() cannot read, e.g. '²')."""
+    if spelling.isdigit():
+        return frozenset({int(spelling)})
     if spelling in CLASSES:
         return CLASSES[spelling]
     if spelling.upper() in NAMES:
@@ -61,3 +73,28 @@ def name_of(errno: int) -> str | None:
 
 def known_spellings() -> str:
     return ", ".join(sorted(CLASSES)) + ", " + ", ".join(sorted(NAMES))
+
+
+@dataclass(eq=False)
+class MySqlError(SqlError):
+    """A MySQL or MariaDB error: its `code` is the error number."""
+
+    def __str__(self) -> str:
+        # The mysql command-line client's form, which lessons quote.
+        return f"ERROR {self.errno} ({self.sqlstate}): {shown(self.message)}"
+
+    @property
+    def code(self) -> int | str:
+        return self.errno
+
+    @property
+    def error_class(self) -> str | None:
+        return next((name for name, codes in CLASSES.items() if self.errno in codes), None)
+
+    @property
+    def name(self) -> str | None:
+        return name_of(self.errno)
+
+    @property
+    def statement_only(self) -> bool:
+        return self.errno == ER_LOCK_WAIT_TIMEOUT

@@ -13,6 +13,7 @@ import re
 
 from jobqueue_demo.engine.mysql.scratch import ScratchDatabase
 from jobqueue_demo.engine.mysql.waits import transaction_blocks
+from jobqueue_demo.engine.types import as_text
 
 WAITING_MODE = re.compile(r"trx id \d+ (lock[ _]mode \S+[^\n]*?) waiting")
 
@@ -24,13 +25,6 @@ def row_lock_waits(scratch: ScratchDatabase, threads: list[int]) -> list[tuple[t
     if scratch.server.flavor == "MySQL":
         return _mysql_waits(scratch, threads)
     return _mariadb_waits(scratch, threads, _waiting_modes(scratch))
-
-
-def as_text(value) -> str:
-    """A column as the server sent it (bytes, number or NULL), as text."""
-    if value is None:
-        return ""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _waiting_modes(scratch) -> dict[int, tuple[str, str]]:

@@ -8,15 +8,12 @@ metadata_lock_info plugin is loaded (the embedded server loads it).
 
 from __future__ import annotations
 
-import re
 
 from jobqueue_demo.engine.mysql.control import text as control_text
-from jobqueue_demo.engine.galera.node_waits import names_on, on_node
+from jobqueue_demo.engine.types import names_on
 from jobqueue_demo.engine.mysql.scratch import literal
-from jobqueue_demo.engine.mysql.waits import WaitMonitor, metadata_lock_info_active, transaction_blocks
-
-COLUMNS = ("session", "table", "index", "mode", "record", "status")
-
+from jobqueue_demo.engine.mysql.waits import WaitMonitor, metadata_lock_info_active
+from jobqueue_demo.engine.types import COLUMNS
 
 def lock_table(monitor: WaitMonitor, schema: str, names: dict[int, str]):
     """(columns, rows, note) for the sessions named in `names` (thread id -> session), each
@@ -126,27 +123,3 @@ def _mysql_row(names, row) -> tuple:
 def _table(name: str | None) -> str | None:
     return name.split(".")[-1].strip("`") if name else name
 
-
-ROW_LOCKS = re.compile(r"(\d+) row lock\(s\)")
-
-
-def record_locks_held(monitor: WaitMonitor) -> dict[int, int]:
-    """Thread id -> the index records its transaction has locked, for transactions holding
-    any, on every node of a cluster (the run's ids: node_waits.py).
-
-    InnoDB counts them per transaction (INNODB_TRX.trx_rows_locked, and the "N row lock(s)"
-    line of SHOW ENGINE INNODB STATUS). The status text is built on every call, while
-    INNODB_TRX comes from a cache refreshed only after 0.1 s without readers (waits.py), so
-    the count is read from the status text: read right after a statement answers, it already
-    holds that statement's locks. Records, not rows: a row locked through a secondary index
-    and the primary key counts twice, and the next-key lock past the last entry (the
-    supremum) counts too.
-    """
-    out = {}
-    for node, one in monitor.by_node():
-        rows = one.rows("SHOW ENGINE INNODB STATUS")
-        for thread, block in transaction_blocks(control_text(rows[0][2]) if rows else ""):
-            count = ROW_LOCKS.search(block)
-            if count:
-                out[on_node(node, thread)] = int(count.group(1))
-    return out

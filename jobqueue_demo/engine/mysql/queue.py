@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobqueue_demo.engine.mysql import errors as mysql_errors
-from jobqueue_demo.engine.queue_sql import ClaimError, QueueEngine, WorkerConnection, id_list
+from jobqueue_demo.engine.queue_sql import QueueEngine, WorkerConnection, id_list
+from jobqueue_demo.engine.types import ClaimError
 
 # How `state` sorts, by queue_sql.STATE_ORDERS: an ENUM sorts by its list, a VARCHAR by text.
 STATE_TYPES = {"done-last": "ENUM('queued', 'running', 'done')", "done-first": "VARCHAR(8)"}
@@ -90,8 +91,3 @@ class MySqlQueue(QueueEngine):
         from jobqueue_demo.engine.mysql.lock_waits import row_lock_waits
 
         return row_lock_waits(scratch, session_ids)
-
-    def on_nodes(self, server, database: str):
-        from jobqueue_demo.engine.galera.queue import QueueNodes
-
-        return QueueNodes(self, server, database)

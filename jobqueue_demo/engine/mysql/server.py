@@ -1,36 +1,28 @@
-"""Where the lessons' SQL runs: a server named by a DSN, or a private throwaway one.
+"""How to reach a MariaDB or MySQL server: its DSN read, its connections opened with every
+wait bounded, and what it says it is.
 
-The throwaway ("embedded") server is the default so that a lesson never touches
-anyone's real data; it lives in embedded.py, which a run on a DSN never imports.
+The throwaway ("embedded") server lives in embedded.py, which a run on a DSN never imports.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
 from dataclasses import dataclass, field, replace
 from types import EllipsisType
-from typing import TYPE_CHECKING, Iterator
-from urllib.parse import unquote, urlsplit
+from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from jobqueue_demo.errors import ServerError, UsageError
-from jobqueue_demo.engine.mysql.dialect import MySqlDialect
+from jobqueue_demo.engine.dsn import ANSWER_TIMEOUT_S, CONNECT_TIMEOUT_S, refuse_nul, scheme_of, split_dsn
+from jobqueue_demo.engine.mysql import DSN_FORM, SCHEMES, TITLE
 
 if TYPE_CHECKING:
     from MySQLdb.connections import Connection
 
-DSN_ENV = "JOBQUEUE_DEMO_DSN"
-DSN_SCHEMES = ("mysql", "mariadb")
-PG_DSN_SCHEMES = ("postgresql", "postgres")
-DSN_FORM = "mysql://user:password@host:port/database"
 DEFAULT_PORT = 3306
 DEFAULT_USER = "root"
-CONNECT_TIMEOUT_S = 5
-# How long any one answer may take on a connection that names no bound of its own; the
-# runner gives its connections the step timeout instead.
-ANSWER_TIMEOUT_S = 60.0
 MAX_SOCKET_TIMEOUT_S = 86400
 # A --step or --pace pause may be long, and a server's global wait_timeout short: the
 # server default (8 hours) for every connection, so an idle control connection is kept.
@@ -141,9 +133,8 @@ def parse_dsn(dsn: str) -> ConnectParams:
     Error messages never quote the DSN, since it may hold a password.
     """
     dsn = dsn.strip()
-    scheme, sep, _ = dsn.partition("://")
-    if not sep or scheme.lower() not in DSN_SCHEMES:
-        raise UsageError(f"not a server DSN: expected {DSN_FORM} (or mariadb://...), or postgresql://user@host:port/db")
+    if scheme_of(dsn) not in SCHEMES:
+        raise UsageError(f"not a {TITLE} DSN: expected {DSN_FORM} (or mariadb://...)")
     parts, port = split_dsn(dsn, DSN_FORM)
     unix_socket = _dsn_unix_socket(parts.query)
     # The client library would silently take TCP to the host and ignore the socket.
@@ -167,40 +158,6 @@ def parse_dsn(dsn: str) -> ConnectParams:
     return params
 
 
-def is_pg_dsn(dsn: str) -> bool:
-    """Whether a DSN names PostgreSQL; here, not in pg_server.py, so that a MariaDB run
-    does not import the PostgreSQL server's module to find out."""
-    scheme, sep, _ = dsn.strip().partition("://")
-    return bool(sep) and scheme.lower() in PG_DSN_SCHEMES
-
-
-def split_dsn(dsn: str, form: str):
-    """(urlsplit parts, port) of a DSN of any engine, with the checks every one needs."""
-    try:
-        parts = urlsplit(dsn)
-        port = parts.port
-    except ValueError:
-        raise UsageError(f"cannot read the DSN's host and port: expected {form}") from None
-    # An unencoded '/', '?' or '#' in the password ends the host part early and
-    # leaves the '@' behind it; then parts of the password would land in the
-    # host, path or options and could be echoed.
-    if "@" in parts.path + parts.query + parts.fragment:
-        raise UsageError(
-            "cannot read the DSN's user and password: percent-encode '/', '?', '#' and '@' in them"
-        )
-    if parts.fragment:
-        raise UsageError("unexpected '#' in the DSN")
-    if port == 0:
-        raise UsageError("the DSN's port must be from 1 to 65535")
-    return parts, port
-
-
-def refuse_nul(*values: str | None) -> None:
-    # The client libraries take C strings: a NUL would cut a value short, or fail deep inside.
-    if any("\0" in (value or "") for value in values):
-        raise UsageError("the DSN holds a NUL character (%00)")
-
-
 def _dsn_database(path: str) -> str | None:
     name = path[1:]
     if "/" in name:
@@ -217,48 +174,6 @@ def _dsn_unix_socket(query: str) -> str | None:
             raise UsageError("the DSN's only option is one ?unix_socket=/path")
         unix_socket = unquote(value)
     return unix_socket
-
-
-MYSQL = "mysql"  # MariaDB and MySQL
-POSTGRESQL = "postgresql"
-ENGINES = (MYSQL, POSTGRESQL)
-
-
-@dataclass(eq=False)
-class ServerInfo:
-    """The server a command runs on: how to reach it, what it is, and its engine."""
-
-    params: ConnectParams  # or pg_server.PgParams, on PostgreSQL
-    flavor: str
-    version: str
-    embedded: bool = False
-    # Scenario SQL runs as the DSN's user instead of a per-run user (--allow-shared-user).
-    shared_user: bool = False
-    # A Galera cluster's nodes, node 1 first (params is node 1's); empty for one server.
-    nodes: tuple[ConnectParams, ...] = ()
-    engine: str = MYSQL  # MYSQL or POSTGRESQL: what a lesson's per-engine parts are keyed by
-
-    @property
-    def label(self) -> str:
-        return f"{self.flavor} {self.version}"
-
-    @property
-    def where(self) -> str:
-        # The embedded server's socket path is a random temp name, of no use to a reader.
-        if self.nodes:
-            return f"embedded {len(self.nodes)}-node Galera cluster" if self.embedded else f"{len(self.nodes)}-node cluster"
-        return "embedded throwaway server" if self.embedded else self.params.display()
-
-    @property
-    def dialect(self) -> MySqlDialect:
-        return self.seam.dialect(self)
-
-    @property
-    def seam(self):
-        """What run/, explore/ and workers/ ask of this server's engine (engine/seam.py)."""
-        from jobqueue_demo.engine.seam import seam_of
-
-        return seam_of(self.engine)
 
 
 _MARIADB_VERSION = re.compile(r"(\d+\.\d+\.\d+)-MariaDB", re.IGNORECASE)
@@ -290,50 +205,3 @@ def describe_server(conn: Connection) -> tuple[str, str]:
     finally:
         cursor.close()
     return parse_version(text.decode() if isinstance(text, bytes) else text)
-
-
-@contextlib.contextmanager
-def open_server(dsn: str | None = None, engine: str | None = None) -> Iterator[ServerInfo]:
-    """The server to run lessons on: `dsn`, else $JOBQUEUE_DEMO_DSN, else an embedded one of
-    `engine` (MariaDB/MySQL when None). A DSN names its engine by its scheme (mysql://,
-    postgresql://); $JOBQUEUE_DEMO_DSN of another engine than the one asked for is not used."""
-    if engine is not None and engine not in ENGINES:
-        raise UsageError(f"unknown engine {engine!r}: expected {' or '.join(ENGINES)}")
-    if dsn is None:
-        dsn = os.environ.get(DSN_ENV) or None
-        env_engine = (POSTGRESQL if is_pg_dsn(dsn) else MYSQL) if dsn else None
-        if engine is not None and env_engine != engine:
-            dsn = None
-
-    if dsn is not None and is_pg_dsn(dsn):
-        from jobqueue_demo.engine.postgresql import server as pg_server
-
-        yield _pg_server_info(pg_server.parse_dsn(dsn), embedded=False)
-    elif dsn is not None:
-        yield server_info(parse_dsn(dsn), embedded=False)
-    elif engine == POSTGRESQL:
-        from jobqueue_demo.engine.postgresql import server as pg_server
-
-        with pg_server.EmbeddedPostgres() as server:
-            yield _pg_server_info(server.params, embedded=True)
-    else:
-        # Here, not at the top: a run on a DSN never starts one (start-up, docs/architecture.md).
-        from jobqueue_demo.engine.mysql.embedded import EmbeddedServer
-
-        with EmbeddedServer() as server:
-            yield server_info(server.params, embedded=True)
-
-
-def _pg_server_info(params, embedded: bool) -> ServerInfo:
-    from jobqueue_demo.engine.postgresql.server import describe_server as describe_pg
-
-    return ServerInfo(params=params, flavor="PostgreSQL", version=describe_pg(params), embedded=embedded, engine=POSTGRESQL)
-
-
-def server_info(params: ConnectParams, embedded: bool) -> ServerInfo:
-    conn = params.connect()
-    try:
-        flavor, version = describe_server(conn)
-    finally:
-        conn.close()
-    return ServerInfo(params=params, flavor=flavor, version=version, embedded=embedded)

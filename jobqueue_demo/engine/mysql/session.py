@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
 
 from jobqueue_demo.engine.mysql import errors as mysql_errors
 from ...errors import FetchTimeout, ServerError
 from jobqueue_demo.engine.caps import ROW_TOO_BIG, Kept
-from jobqueue_demo.engine.types import Result, SqlError
+from jobqueue_demo.engine.mysql.errors import MySqlError
+from jobqueue_demo.engine.mysql.server import SESSION_INIT, ConnectParams
+from jobqueue_demo.engine.session import Session
+from jobqueue_demo.engine.types import Result
 
 NUM_FLAG = 32768
 
@@ -110,7 +112,7 @@ def _timed_out(timeout: float, kept: Kept):
     raise FetchTimeout(f"step timeout: the result was still arriving after {timeout:g} s ({kept.total} rows read)")
 
 
-def _sql_error(conn, exc) -> SqlError:
+def _sql_error(conn, exc) -> MySqlError:
     errno = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
     message = exc.args[1] if len(exc.args) > 1 else str(exc)
     try:
@@ -119,7 +121,7 @@ def _sql_error(conn, exc) -> SqlError:
         state = "HY000"
     if errno in mysql_errors.LOST_CONNECTION and state == "00000":
         state = "HY000"
-    return SqlError(errno, state, message)
+    return MySqlError(errno, state, message)
 
 
 def _text(value) -> str | None:
@@ -135,22 +137,8 @@ def _ms_since(started: float) -> float:
     return (time.perf_counter() - started) * 1000.0
 
 
-@dataclass(eq=False)
-class Session:
-    """A named session and its connection; at most one statement in flight. One object per
-    connection, so compared by identity."""
-
-    name: str
-    conn: object
-    thread_id: int
-    pending_sql: str | None = None
-    sent_at: float = 0.0
-    closed: bool = False
-    waiting: bool = field(default=False)
-
-    @property
-    def busy(self) -> bool:
-        return self.pending_sql is not None
+class MySqlSession(Session):
+    """A session on a mysqlclient connection."""
 
     def fileno(self) -> int:
         return self.conn.fileno()
@@ -169,21 +157,6 @@ class Session:
         self.pending_sql = sql
         return None
 
-    def read(self, fetch_timeout: float = float("inf")) -> Result:
-        """The answer to the statement in flight; a result that takes longer than
-        `fetch_timeout` to arrive drops the connection and raises FetchTimeout."""
-        try:
-            result = self._answer(fetch_timeout)
-        except FetchTimeout as e:
-            self.drop_socket()
-            self.pending_sql = None
-            raise FetchTimeout(f"{e}; {self.name}'s connection was dropped (raise --step-timeout for big results)") from None
-        self.pending_sql = None
-        self.waiting = False
-        if result.error and result.error.error_class == "connection-lost":
-            self.closed = True
-        return result
-
     def _answer(self, fetch_timeout: float) -> Result:
         return result_from_connection(self.conn, self.sent_at, fetch_timeout)
 
@@ -192,13 +165,6 @@ class Session:
         from jobqueue_demo.engine.deadlines import shutdown_socket
 
         shutdown_socket(self.conn)
-        self.closed = True
-
-    def close(self) -> None:
-        try:
-            self.conn.close()
-        except Exception:  # already closed or dropped: nothing left to release
-            pass
         self.closed = True
 
 
@@ -212,3 +178,39 @@ def _matched(info: str | bytes | None) -> int | None:
         return None
     found = FIRST_NUMBER.search(info.decode("utf-8", "replace") if isinstance(info, bytes) else info)
     return int(found.group(0)) if found else None
+
+
+def connect_session(name: str, params: ConnectParams, database: str, settings_sql: str | None, answer_timeout: float) -> MySqlSession:
+    """A session's connection to the scratch database, its settings applied."""
+    conn = params.connect(database=database, answer_timeout=answer_timeout)
+    if settings_sql:
+        conn.query(settings_sql.encode())
+    return MySqlSession(name, conn, conn.thread_id())
+
+
+def reset_session(session: Session, params: ConnectParams, database: str, settings_sql: str | None) -> bool:
+    """A fresh session's state on the same connection (COM_CHANGE_USER); False when it is gone."""
+    import MySQLdb
+
+    try:
+        session.conn.change_user(params.user, params.password, database)
+        session.conn.query(SESSION_INIT.encode())
+        if settings_sql:
+            session.conn.query(settings_sql.encode())
+    except MySQLdb.OperationalError:
+        return False
+    return True
+
+
+def run_script(conn, sql: str) -> str | None:
+    """Several statements (a scenario's setup); the error as the mysql client shows it, or None."""
+    import MySQLdb
+
+    try:
+        conn.query(sql.encode("utf-8"))
+        while True:
+            conn.store_result()  # each statement's result must be read before the next
+            if conn.next_result() != 0:
+                return None
+    except MySQLdb.Error as e:
+        return f"ERROR {e.args[0]}: {e.args[-1]}"

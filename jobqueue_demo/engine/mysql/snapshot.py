@@ -13,19 +13,12 @@ the control connection's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from jobqueue_demo.engine.mysql import control
 from jobqueue_demo.engine.schema_change import steps_obstacle
-from jobqueue_demo.engine.mysql.scratch import SNAPSHOT_SUFFIX, ScratchDatabase, quote
-
-
-@dataclass(frozen=True)
-class Survey:
-    """The scratch database's base tables, or why restoring their rows would not reset it."""
-
-    tables: tuple[str, ...]
-    obstacle: str | None
+from jobqueue_demo.engine.mysql.scratch import ScratchDatabase, quote
+from jobqueue_demo.engine.naming import SNAPSHOT_SUFFIX
+from jobqueue_demo.engine.types import Survey
 
 
 def survey(scratch: ScratchDatabase, steps=()) -> Survey:

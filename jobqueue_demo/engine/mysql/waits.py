@@ -10,54 +10,11 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from jobqueue_demo.engine.mysql.control import rows as control_rows
 from jobqueue_demo.engine.mysql.control import text as control_text
-
-ROW = "row lock"
-METADATA = "metadata lock"
-TABLE = "table lock"
-# What a row-level wait is for, named as the lock table and the lessons name it: a gap or an
-# insert intention holds no row. A record or next-key lock does: both are a row lock.
-GAP = "gap lock"
-INSERT_INTENTION = "insert intention lock"
-ADVISORY = "advisory lock"
-ROW_KINDS = (ROW, GAP, INSERT_INTENTION)
-# Kinds only a waiter asks for: what blocks it is another kind of lock on the same gap.
-ASKED_ONLY = (GAP, INSERT_INTENTION)
-
-# How a blocker stands in the waiter's way: it holds a conflicting lock, or its own request,
-# still waiting, is ahead in the queue and the waiter may not overtake it.
-HOLDS, QUEUED = "holds", "queued ahead"
-
-
-@dataclass(eq=False)
-class Edge:
-    """One blocker of a wait: its thread, how it blocks, and the mode it holds (or, queued, asks)."""
-
-    thread: int
-    how: str  # HOLDS or QUEUED
-    mode: str = ""  # "" when the server does not say, or says nothing a lesson can use
-
-
-# Plain, not frozen (as run/events.py): read once where they are made, never hashed.
-@dataclass(eq=False)
-class WaitInfo:
-    """What a blocked session waits for, and who holds it."""
-
-    kind: str  # one of ROW_KINDS, METADATA, TABLE, ADVISORY
-    blockers: tuple[int, ...]  # thread ids holding what is waited for, when the server tells
-    lock: str = ""  # e.g. "jobs PRIMARY X (1)"; with `requested` set, what is locked only ("jobs")
-    edges: tuple[Edge, ...] = ()  # each blocker's edge, when the server tells holders from queued requests
-    requested: str = ""  # the mode the waiter asks for, when told apart from the lock
-
-    def __post_init__(self):
-        if self.edges:
-            self.blockers = tuple(e.thread for e in self.edges)
-        elif self.blockers:
-            self.edges = tuple(Edge(t, HOLDS) for t in self.blockers)
-
+from jobqueue_demo.engine.types import Edge, GAP, GAP_ONLY, HOLDS, INSERT_INTENTION, INSERT_INTENTION_ONLY, METADATA, NEXT_KEY, QUEUED, RECORD, ROW, TABLE, TrxStatus, WaitInfo
+from jobqueue_demo.engine.types import on_node
 
 def _lock_kind(state: str | None) -> str | None:
     """Metadata and table lock waits show in the process list; row lock waits do not."""
@@ -85,7 +42,6 @@ WAITING_LOCK = re.compile(r"index (\S+) of table `[^`]*`\.`([^`]*)` trx id \d+ l
 # The record a lock is on: heap number 1 of every index page is its supremum, the end of the page.
 SUPREMUM_HEAP_NO = "1"
 THREAD_ID = re.compile(r"(?:MySQL|MariaDB) thread id (\d+)")
-RECORD, NEXT_KEY, GAP_ONLY, INSERT_INTENTION_ONLY = "record", "next-key", "gap", "insert intention"
 WAIT_KINDS = {RECORD: ROW, NEXT_KEY: ROW, GAP_ONLY: GAP, INSERT_INTENTION_ONLY: INSERT_INTENTION}
 
 
@@ -104,16 +60,6 @@ def innodb_lock_kind(flags: str, supremum: bool) -> str:
         return RECORD
     # A plain X or S on the supremum can only cover the gap before it: there is no row.
     return GAP_ONLY if supremum else NEXT_KEY
-
-
-@dataclass(eq=False)
-class TrxStatus:
-    """A client's transaction, as SHOW ENGINE INNODB STATUS lists it."""
-
-    active: bool
-    lock_wait: bool
-    waiting_for: str = ""  # e.g. "jobs PRIMARY X", from the lock it waits for
-    waiting_kind: str = ROW  # which of ROW_KINDS that lock is
 
 
 def transaction_blocks(text: str) -> Iterator[tuple[int, str]]:
@@ -204,6 +150,10 @@ class WaitMonitor:
         """Whether these waits form a cycle. InnoDB breaks one the moment it forms, before it
         can be seen; a cycle it cannot see (a row lock and a metadata lock) ends by timeout."""
         return False
+
+    def record_locks_held(self) -> dict[int, int]:
+        """Thread id -> the index records its transaction has locked (record_locks_held)."""
+        return record_locks_held(self)
 
     def alive(self, thread_id: int) -> bool:
         """Whether the server still has this connection or an active transaction of it."""
@@ -366,3 +316,28 @@ def _table_name(table: str | None) -> str:
     if not table:
         return ""
     return table.split(".")[-1].strip("`")
+
+
+ROW_LOCKS = re.compile(r"(\d+) row lock\(s\)")
+
+
+def record_locks_held(monitor: WaitMonitor) -> dict[int, int]:
+    """Thread id -> the index records its transaction has locked, for transactions holding
+    any, on every node of a cluster (the run's ids: node_waits.py).
+
+    InnoDB counts them per transaction (INNODB_TRX.trx_rows_locked, and the "N row lock(s)"
+    line of SHOW ENGINE INNODB STATUS). The status text is built on every call, while
+    INNODB_TRX comes from a cache refreshed only after 0.1 s without readers (waits.py), so
+    the count is read from the status text: read right after a statement answers, it already
+    holds that statement's locks. Records, not rows: a row locked through a secondary index
+    and the primary key counts twice, and the next-key lock past the last entry (the
+    supremum) counts too.
+    """
+    out = {}
+    for node, one in monitor.by_node():
+        rows = one.rows("SHOW ENGINE INNODB STATUS")
+        for thread, block in transaction_blocks(control_text(rows[0][2]) if rows else ""):
+            count = ROW_LOCKS.search(block)
+            if count:
+                out[on_node(node, thread)] = int(count.group(1))
+    return out

@@ -8,10 +8,9 @@ read from the raw result, so nothing depends on psycopg's type conversions.
 from __future__ import annotations
 
 from ...errors import FetchTimeout
-from jobqueue_demo.engine.mysql.control import ControlError
+from jobqueue_demo.engine.types import ControlError
 from jobqueue_demo.engine.deadlines import note_silence
 from jobqueue_demo.engine.postgresql.errors import CONNECTION_FAILURE, LOST_CONNECTION
-from jobqueue_demo.engine.mysql.server import ANSWER_TIMEOUT_S
 
 INSUFFICIENT_PRIVILEGE = "42501"
 
@@ -35,7 +34,7 @@ def rows(conn, sql: str) -> tuple[tuple[str | None, ...], ...]:
 
     from jobqueue_demo.engine.postgresql.session import collect, shut
 
-    timeout = getattr(conn, "answer_timeout", ANSWER_TIMEOUT_S)
+    timeout = conn.answer_timeout
     pgconn = conn.pgconn
     try:
         if pgconn.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from jobqueue_demo.engine.mysql.deadlock import TABLE, DeadlockCycle, Lock, Party
+from jobqueue_demo.engine.types import WHOLE_TABLE, DeadlockCycle, Lock, Party
 
 ROW = "row"
 
@@ -32,7 +32,7 @@ def read_deadlock(monitor, sessions: Mapping[int, str], victim: int) -> Deadlock
 
 def _lock(seen) -> Lock:
     if seen.locktype == "relation":
-        return Lock(seen.relation, "", seen.mode, TABLE)
+        return Lock(seen.relation, "", seen.mode, WHOLE_TABLE)
     if seen.locktype == "tuple":
         return Lock(seen.relation, "", seen.mode, ROW, seen.row)
     return Lock(seen.relation, "", seen.mode, seen.locktype)

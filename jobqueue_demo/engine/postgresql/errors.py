@@ -9,6 +9,10 @@ Names are PostgreSQL's condition names (Appendix A of its manual), upper-cased a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from jobqueue_demo.engine.types import SqlError, shown
+
 UNIQUE_VIOLATION = "23505"
 SYNTAX_ERROR = "42601"
 UNDEFINED_TABLE = "42P01"
@@ -53,6 +57,10 @@ LOST_CONNECTION = CLASSES["connection-lost"]
 _BY_CODE = {v: k for k, v in NAMES.items()}
 
 
+# How an expectation may spell an error here besides a class (scenario/loader.py).
+SPELT_AS = "a SQLSTATE, a condition name"
+
+
 def _is_sqlstate(text: str) -> bool:
     return len(text) == 5 and text.isalnum() and text.upper() == text
 
@@ -83,3 +91,27 @@ def class_of(sqlstate: str) -> str | None:
 
 def known_spellings() -> str:
     return ", ".join(sorted(CLASSES)) + ", " + ", ".join(sorted(NAMES)) + ", or any SQLSTATE (55P03)"
+
+
+# Plain and hashable by identity, as SqlError is: a dataclass cannot be frozen over a plain base.
+@dataclass(eq=False)
+class PgError(SqlError):
+    """A PostgreSQL error: no number (`errno` 0), its `code` is the SQLSTATE."""
+
+    severity: str = "ERROR"
+
+    def __str__(self) -> str:
+        # psql's form, which the seed transcript quotes: `ERROR:  could not obtain lock on row ...`.
+        return f"{self.severity}:  {shown(self.message)}"
+
+    @property
+    def code(self) -> int | str:
+        return self.sqlstate
+
+    @property
+    def error_class(self) -> str | None:
+        return class_of(self.sqlstate)
+
+    @property
+    def name(self) -> str | None:
+        return name_of(self.sqlstate)

@@ -7,7 +7,7 @@ holder's transaction). Table locks (relation) are listed always, granted or awai
 
 from __future__ import annotations
 
-from jobqueue_demo.engine.mysql.locks import COLUMNS
+from jobqueue_demo.engine.types import COLUMNS
 from jobqueue_demo.engine.postgresql.waits import ROW_LOCK_MODE, PgWaitMonitor
 
 NOTE = (

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobqueue_demo.engine.postgresql import errors as pg_errors
-from jobqueue_demo.engine.queue_sql import ClaimError, QueueEngine, WorkerConnection, id_list
+from jobqueue_demo.engine.queue_sql import QueueEngine, WorkerConnection, id_list
+from jobqueue_demo.engine.types import ClaimError
 
 STATE_TYPES = {"done-last": "jobs_state", "done-first": "VARCHAR(8)"}
 

@@ -31,13 +31,13 @@ from dataclasses import replace
 
 from ...errors import ServerError
 from jobqueue_demo.engine.postgresql import control
-from jobqueue_demo.engine.mysql.control import first_failure
+from jobqueue_demo.engine.types import first_failure
 from jobqueue_demo.engine.postgresql.control import literal, quote
 from jobqueue_demo.engine.postgresql.errors import LOST_CONNECTION
 from jobqueue_demo.engine.postgresql.server import APPLICATION
 from jobqueue_demo.engine.postgresql.session import shut
-from jobqueue_demo.engine.mysql.scratch import RUN_NAME, SHARED_USER_OPTION, USER_CONNECTIONS, new_name
-from jobqueue_demo.engine.mysql.server import ANSWER_TIMEOUT_S
+from jobqueue_demo.engine.naming import RUN_NAME, SHARED_USER_OPTION, USER_CONNECTIONS, new_name
+from jobqueue_demo.engine.dsn import ANSWER_TIMEOUT_S
 
 
 def _major(version: str) -> int:
@@ -47,7 +47,7 @@ def _major(version: str) -> int:
 class PgScratchDatabase:
     """Open with `open()`, always end with `close()`: everything made is dropped, once."""
 
-    def __init__(self, server, confine: bool = True, answer_timeout: float = ANSWER_TIMEOUT_S, **_mysql_only):
+    def __init__(self, server, confine: bool = True, answer_timeout: float = ANSWER_TIMEOUT_S):
         self.server = server
         self.answer_timeout = answer_timeout
         self.name = new_name()
@@ -146,7 +146,7 @@ class PgScratchDatabase:
         """Drop what was made and disconnect, which frees the advisory lock whatever failed."""
         if self.admin is None:
             return
-        silent = getattr(self.conn, "dropped", None)
+        silent = self.conn is not None and self.conn.dropped
         if silent:  # the server stopped answering the control connection: the admin one would wait as long
             shut(self.admin.pgconn)
         if self.conn is not None:

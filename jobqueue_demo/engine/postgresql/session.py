@@ -17,9 +17,9 @@ from ...errors import FetchTimeout, ServerError
 from jobqueue_demo.engine.caps import MAX_ANSWER_GROWTH, ROW_TOO_BIG_TO_READ, Kept, Notices, cut_text
 from jobqueue_demo.engine.deadlines import INTERRUPT_GRACE_S, note_silence, shutdown_socket, wait_readable
 from jobqueue_demo.engine.postgresql.errors import CONNECTION_FAILURE, LOST_CONNECTION
-from jobqueue_demo.engine.types import Result, SqlError, shown
-from jobqueue_demo.engine.mysql.server import ANSWER_TIMEOUT_S
-from jobqueue_demo.engine.mysql.session import Session
+from jobqueue_demo.engine.types import Result, shown
+from jobqueue_demo.engine.session import Session
+from jobqueue_demo.engine.postgresql.errors import PgError
 
 # DISCARD ALL, spelled out (PostgreSQL's manual gives it so): cursors, settings, prepared
 # statements, LISTENs, advisory locks, cached plans, temporary tables, sequence state.
@@ -27,35 +27,6 @@ RESET_SESSION = (
     "CLOSE ALL; RESET ALL; DEALLOCATE ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); "
     "DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
 )
-
-
-# Here, with the session that makes it, not in result.py: a MariaDB run does not define it.
-# Plain and hashable by identity, as SqlError is: a dataclass cannot be frozen over a plain base.
-@dataclass(eq=False)
-class PgError(SqlError):
-    """A PostgreSQL error: no number (`errno` 0), its `code` is the SQLSTATE."""
-
-    severity: str = "ERROR"
-
-    def __str__(self) -> str:
-        # psql's form, which the seed transcript quotes: `ERROR:  could not obtain lock on row ...`.
-        return f"{self.severity}:  {shown(self.message)}"
-
-    @property
-    def code(self) -> int | str:
-        return self.sqlstate
-
-    @property
-    def error_class(self) -> str | None:
-        from jobqueue_demo.engine.postgresql.errors import class_of
-
-        return class_of(self.sqlstate)
-
-    @property
-    def name(self) -> str | None:
-        from jobqueue_demo.engine.postgresql.errors import name_of
-
-        return name_of(self.sqlstate)
 
 
 # Types psql right-aligns: int2, int4, int8, oid, float4, float8, numeric, money.
@@ -277,7 +248,7 @@ def answer(conn, sql: str) -> Result:
         pgconn.send_query(sql.encode("utf-8"))
     except psycopg.OperationalError as exc:
         raise ServerError(f"lost the control connection: {_error(pgconn).message}") from exc
-    timeout = getattr(conn, "answer_timeout", ANSWER_TIMEOUT_S)
+    timeout = conn.answer_timeout
     try:
         result = collect(pgconn, started, timeout)
     except FetchTimeout:

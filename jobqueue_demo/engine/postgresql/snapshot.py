@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from jobqueue_demo.engine.postgresql import control
 from jobqueue_demo.engine.postgresql.control import literal, quote
 from jobqueue_demo.engine.schema_change import steps_obstacle
-from jobqueue_demo.engine.mysql.snapshot import Survey
+from jobqueue_demo.engine.types import Survey
 
 SNAPSHOT_SCHEMA = "jqd_snapshot"
 

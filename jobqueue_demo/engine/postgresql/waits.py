@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobqueue_demo.engine.postgresql import control
-from jobqueue_demo.engine.mysql.waits import ADVISORY, HOLDS, QUEUED, ROW, TABLE, Edge, TrxStatus, WaitInfo
+from jobqueue_demo.engine.types import ADVISORY, HOLDS, QUEUED, ROW, TABLE, Edge, TrxStatus, WaitInfo
 
 PROBE = "pg_isolation_test_session_is_blocked"
 # A row lock's heavyweight tuple lock is taken in the table-lock mode that stands for the
@@ -154,6 +154,10 @@ class PgWaitMonitor:
         elif not broken:
             self.cycle = None
         return broken or bool(cycle)
+
+    def record_locks_held(self) -> dict[int, int]:
+        """None counted: PostgreSQL keeps row locks in the rows themselves (counts_row_locks)."""
+        return {}
 
     def alive(self, thread_id: int) -> bool:
         """Whether the server still has this backend."""
