@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .engine.seam import DEFAULT_ENGINE, entry_of, seam_of_dsn
+from .engine.seam import ENGINE_NAMES as ENGINE_NAMES  # the CLI's list of engines
 from .errors import RecordError, ScenarioError, StuckError, StuckRun
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def server(
     from dataclasses import replace
 
     from .engine.leftovers import sweep_dirs
-    from jobqueue_demo.engine.mysql.server import open_server
+    from .engine.seam import open_server
 
     sweep_dirs()
     if cluster:
@@ -86,11 +87,8 @@ def _cluster(dsn: str | None, size: int, nodes: tuple[str, ...]):
     with open_cluster(size, list(nodes)) as cluster:
         first = cluster.node(1)
         if not first.embedded:
-            from .engine.leftovers import sweep_server
-
             # Runs hold their named lock on node 1, where they make their scratch database.
-            with closing(first.params.connect(database=None)) as conn:
-                sweep_server(conn)
+            first.seam.sweep(first.params)
         yield cluster.as_server()
 
 

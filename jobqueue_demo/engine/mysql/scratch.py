@@ -28,6 +28,7 @@ from jobqueue_demo.engine.types import ServerInfo
 from jobqueue_demo.engine.dsn import ANSWER_TIMEOUT_S
 from jobqueue_demo.engine.mysql.waits import CLIENT_THREAD
 from jobqueue_demo.engine.naming import SHARED_USER_OPTION, USER_CONNECTIONS, new_name
+from jobqueue_demo.engine.types import ControlError, first_failure
 
 DROP_LOCK_WAIT_S = 3
 
@@ -93,7 +94,7 @@ class ScratchDatabase:
             self.execute(f"CREATE USER {account} IDENTIFIED BY {literal(password)} WITH MAX_USER_CONNECTIONS {USER_CONNECTIONS}")
             self._user = account
             self.execute(f"GRANT ALL PRIVILEGES ON {grant_pattern(self.name)}.* TO {account}")
-        except control.ControlError as e:
+        except ControlError as e:
             if e.errno not in control.PRIVILEGE_ERRORS:
                 raise
             raise ServerError(
@@ -130,12 +131,12 @@ class ScratchDatabase:
         if name in self._databases:
             self._databases.remove(name)
 
-    def _drop_all(self) -> control.ControlError | None:
+    def _drop_all(self) -> ControlError | None:
         """Drop every database made, then the user; the first failure, if any."""
         drops = [lambda name=name: self.drop(name) for name in reversed(self._databases)]
         if self._user is not None:
             drops.append(lambda: self.execute(f"DROP USER IF EXISTS {self._user}"))
-        return control.first_failure(drops, LOST_CONNECTION)
+        return first_failure(drops, LOST_CONNECTION)
 
     def close(self, quiet: bool = False) -> None:
         """Drop what was made and disconnect, which frees the named lock for a later sweep
@@ -179,7 +180,7 @@ def drop_bounded(conn, name: str) -> None:
     except MySQLdb.Error as exc:
         if control.errno_of(exc) != ER_LOCK_WAIT_TIMEOUT:
             raise control.control_error(exc, sql) from None
-        raise control.ControlError(
+        raise ControlError(
             f"could not drop {name} within {DROP_LOCK_WAIT_S} s: {holders(conn, name)}; "
             "the next run on this server (or 'jobqueue-demo cleanup') drops it",
             ER_LOCK_WAIT_TIMEOUT,

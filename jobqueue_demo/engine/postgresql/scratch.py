@@ -38,6 +38,7 @@ from jobqueue_demo.engine.postgresql.server import APPLICATION
 from jobqueue_demo.engine.postgresql.session import shut
 from jobqueue_demo.engine.naming import RUN_NAME, SHARED_USER_OPTION, USER_CONNECTIONS, new_name
 from jobqueue_demo.engine.dsn import ANSWER_TIMEOUT_S
+from jobqueue_demo.engine.types import ControlError
 
 
 def _major(version: str) -> int:
@@ -136,7 +137,7 @@ class PgScratchDatabase:
         if name in self._databases:
             self._databases.remove(name)
 
-    def _drop_all(self) -> control.ControlError | None:
+    def _drop_all(self) -> ControlError | None:
         drops = [lambda name=name: self.drop(name) for name in reversed(self._databases)]
         if self._role is not None:
             drops.append(lambda: control.execute(self.admin, f"DROP ROLE IF EXISTS {quote(self._role)}"))
@@ -212,7 +213,7 @@ def _drop_leftover(conn, kind: str, name: str) -> str | None:
     sql = f"DROP DATABASE IF EXISTS {quote(name)} WITH (FORCE)" if kind == "database" else f"DROP ROLE IF EXISTS {quote(name)}"
     try:
         control.execute(conn, sql)
-    except control.ControlError as e:
+    except ControlError as e:
         if e.errno in LOST_CONNECTION:
             raise
         return str(e)
