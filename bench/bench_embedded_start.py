@@ -19,8 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobqueue_demo.engine.mysql.embedded import EmbeddedServer, ensure_template, find_server_binary
-from jobqueue_demo.engine.throwaway import cache_root  # noqa: E402
 from jobqueue_demo.engine.mysql.server import parse_dsn  # noqa: E402
+from jobqueue_demo.engine.throwaway import cache_root  # noqa: E402
 
 
 def embedded_run() -> tuple[float, float]:

@@ -7,7 +7,6 @@ import os
 from collections.abc import Callable
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 from .engine.seam import DEFAULT_ENGINE, entry_of, seam_of_dsn
@@ -74,7 +73,7 @@ def server(
 @contextmanager
 def _cluster(dsn: str | None, size: int, nodes: tuple[str, ...]):
 
-    from jobqueue_demo.engine.galera.cluster import open_cluster
+    from .engine.galera.cluster import open_cluster
     from .errors import UsageError
 
     if dsn:
@@ -99,7 +98,7 @@ def split_dsns(dsn: str | list[str] | None) -> tuple[str | None, tuple[str, ...]
         return None, ()
     if len(given) == 1 and not given[0].lstrip().startswith("node"):
         return given[0], ()  # the cluster module (and socket) stay unimported on a plain run
-    from jobqueue_demo.engine.galera.cluster import NODE_DSN
+    from .engine.galera.cluster import NODE_DSN
     from .errors import UsageError
 
     nodes = tuple(d for d in given if NODE_DSN.match(d.strip()))
@@ -120,9 +119,9 @@ def note_interrupt() -> None:
 def cleanup(dsn: str | None, dry_run: bool, cache: bool):
     """List, and unless `dry_run` remove, what killed runs left on the server and this machine:
     one Sweep (engine/leftovers.py) of them all."""
+    from .engine.dsn import DSN_ENV
     from .engine.leftovers import Sweep, sweep_cache, sweep_dirs
-    from jobqueue_demo.engine.throwaway import cache_root
-    from jobqueue_demo.engine.dsn import DSN_ENV
+    from .engine.throwaway import cache_root
 
     sweeps = [sweep_dirs(dry_run)]
     dsn = dsn or os.environ.get(DSN_ENV) or None
@@ -146,8 +145,8 @@ def for_server(scenario: Scenario, server) -> Scenario:
 
 def engine_target(dsn: str | None, engine: str | None) -> str:
     """The engine the server will be of, known before it starts: the DSN's, else `engine`,
-    else $JOBQUEUE_DEMO_DSN's, else mysql (as engine/server.py open_server chooses)."""
-    from jobqueue_demo.engine.dsn import DSN_ENV
+    else $JOBQUEUE_DEMO_DSN's, else mysql (as engine/mysql/server.py open_server chooses)."""
+    from .engine.dsn import DSN_ENV
 
     dsn = dsn or (None if engine else os.environ.get(DSN_ENV) or None)
     return seam_of_dsn(dsn).name if dsn else engine or DEFAULT_ENGINE
@@ -213,9 +212,9 @@ def record(scenario: Scenario, server, step_timeout: float) -> int:
     file is left as it was.
     """
     from .run.record import rewrite
+    from .run.verify import check, outcomes
     from .safe_write import check_writable, write_file
     from .scenario.loader import scenario_from_text
-    from .run.verify import check, outcomes
 
     check_writable(scenario.path)
     scenario = for_server(scenario, server)
@@ -311,7 +310,7 @@ def engine_targets(scenario: Scenario, dsns: list[str]) -> list[tuple[str | None
             f"{scenario.name}: written for {scenario.engines[0]} only; engines: [{scenario.engines[0]}]: nothing to compare"
         )
     # With no DSN, each engine's server is $JOBQUEUE_DEMO_DSN where it is of that engine,
-    # else that engine's embedded one (engine/server.py open_server).
+    # else that engine's embedded one (engine/mysql/server.py open_server).
     return [(None, engine) for engine in scenario.engines[:2]]
 
 
@@ -491,7 +490,14 @@ def sweep_config(
     """A checked SweepConfig from the command's comma-separated values and defaults."""
     from .workers.crew import ISOLATIONS
     from .workers.sweep import (
-        FULL_JOBS, QUICK_JOBS, QUICK_WORKERS, SWEEPABLE, WORKER_COUNTS, SweepConfig, parse_counts, parse_names,
+        FULL_JOBS,
+        QUICK_JOBS,
+        QUICK_WORKERS,
+        SWEEPABLE,
+        WORKER_COUNTS,
+        SweepConfig,
+        parse_counts,
+        parse_names,
         validate_sweep,
     )
 

@@ -12,9 +12,8 @@ import tempfile
 from contextlib import closing
 from pathlib import Path
 
-import pytest
-
 import fast_subset
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL_DSN = os.environ.get("JOBQUEUE_DEMO_TEST_DSN", "mysql://root@127.0.0.1:3306/test")

@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import cli, write_lesson
+
 from jobqueue_demo import api as core
-from jobqueue_demo.engine.mysql import control
-from jobqueue_demo.engine.mysql import errors as mysql_errors
 from jobqueue_demo.engine.galera.cluster import EmbeddedCluster, parse_node_dsns
 from jobqueue_demo.engine.leftovers import sweep_dirs
+from jobqueue_demo.engine.mysql import control
+from jobqueue_demo.engine.mysql import errors as mysql_errors
 from jobqueue_demo.errors import ScenarioError, ServerError, UsageError
 from jobqueue_demo.run import events as ev
 from jobqueue_demo.scenario.loader import load_scenario
@@ -473,8 +473,8 @@ def test_workers_killed_on_a_cluster_are_watched_on_their_nodes_and_every_node_c
 
 
 def test_each_cause_of_a_1213_has_its_own_note():  # no cluster needed: the note for each cause
-    from jobqueue_demo.engine.types import Result
     from jobqueue_demo.engine.mysql.errors import MySqlError
+    from jobqueue_demo.engine.types import Result
     from jobqueue_demo.render.transcript import event_lines
 
     error = Result(error=MySqlError(mysql_errors.ER_LOCK_DEADLOCK, "40001", "Deadlock found"))

@@ -8,13 +8,14 @@ import json
 import re
 
 from conftest import ROOT, cli, dsn_env, dsn_of
+from test_teaching import browse, chromium  # noqa: F401  chromium is a fixture
+
 from jobqueue_demo import api as core
-from jobqueue_demo.run import events as ev
 from jobqueue_demo.engine.mysql.deadlock import latest_deadlock
 from jobqueue_demo.engine.types import GAP_ONLY as GAP
 from jobqueue_demo.engine.types import INSERT_INTENTION_ONLY as INSERT_INTENTION
 from jobqueue_demo.engine.types import NEXT_KEY, RECORD
-from test_teaching import browse, chromium  # noqa: F401  chromium is a fixture
+from jobqueue_demo.run import events as ev
 
 DATA = ROOT / "tests" / "data"
 INT_KEYS = {("jobs", "PRIMARY"): "int(11)"}

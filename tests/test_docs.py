@@ -10,8 +10,8 @@ import pytest
 
 from jobqueue_demo.engine.mysql import errors as mysql_errors
 from jobqueue_demo.engine.postgresql import errors as pg_errors
-from jobqueue_demo.scenario import loader
 from jobqueue_demo.engine.seam import ENGINE_NAMES as ENGINES
+from jobqueue_demo.scenario import loader
 from jobqueue_demo.scenario.model import FAULT_ACTIONS, INVARIANT_HOLDS, ISOLATION_LEVELS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,7 +17,6 @@ import subprocess
 from collections import Counter
 
 import pytest
-
 from conftest import dsn_of, local_server_reachable
 from examples import help_blocks, readme_blocks, run_pasted
 

@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, skip_without_pg
 
 STEP_TIMEOUT_S = 3

@@ -4,15 +4,14 @@ server stopped, exit 128 + the signal's number (130 for Ctrl-C), the signal name
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 
 import pytest
-
 from conftest import LOCAL_DSN, ROOT, dsn_env, local_server_reachable, scratch_databases
 
 

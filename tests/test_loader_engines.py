@@ -5,14 +5,13 @@ with file:line:column, before any connection."""
 from __future__ import annotations
 
 import pytest
+from test_loader import load_fails, write
 
 from jobqueue_demo.engine.mysql.errors import MySqlError
 from jobqueue_demo.engine.postgresql.errors import PgError
 from jobqueue_demo.errors import UsageError
 from jobqueue_demo.scenario.loader import load_scenario
 from jobqueue_demo.scenario.model import Narration
-
-from test_loader import load_fails, write
 
 BOTH = "title: t\nengines: [mysql, postgresql]\nsessions: [A, B]\n"
 

@@ -6,14 +6,14 @@ import io
 from contextlib import closing, redirect_stdout
 
 import pytest
-
 from conftest import LOCAL_DSN, ROOT, cli, dsn_of, left_behind, scratch_databases
+
 from jobqueue_demo import api as core
-from jobqueue_demo.engine.mysql import control
+from jobqueue_demo.cli.matrix import lesson_matrix
 from jobqueue_demo.engine import throwaway
+from jobqueue_demo.engine.mysql import control
 from jobqueue_demo.engine.mysql import embedded as engine_server
 from jobqueue_demo.engine.throwaway import Throwaway
-from jobqueue_demo.cli.matrix import lesson_matrix
 from jobqueue_demo.errors import UsageError
 from jobqueue_demo.run.matrix import parse_axes
 

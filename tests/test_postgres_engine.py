@@ -14,12 +14,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from conftest import LOCAL_PG_DSN, ROOT, cli, local_pg_reachable, pg_binaries_missing, reachable_tmp
+from test_interrupt import interrupt_while_waiting, start
+
 from jobqueue_demo import api as core
 from jobqueue_demo.errors import StuckError
 from jobqueue_demo.run import events as ev
-from test_interrupt import interrupt_while_waiting, start
 
 DATA = ROOT / "tests" / "data" / "postgresql"
 MISSING = pg_binaries_missing()
@@ -273,8 +273,8 @@ def test_scenario_sql_runs_as_the_per_run_role(pg):
 
 
 def test_cleanup_drops_a_dead_runs_database_and_role_only(pg_local):
-    from jobqueue_demo.engine.postgresql.control import execute, flag, quote
     from jobqueue_demo.engine.naming import new_name
+    from jobqueue_demo.engine.postgresql.control import execute, flag, quote
 
     dead, locked, elsewhere = new_name(), new_name(), new_name()
     admin = pg_local.params.connect()

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import LOCAL_DSN, ROOT, cli, dsn_of, local_server_reachable
 
 NEW_RUN = re.compile(r"^jqd_[0-9a-f]{16}$")

@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, cli, dsn_env
 
 # The CLI in a fresh interpreter that reports its own peak RSS (KiB) on its last stderr line.

@@ -11,7 +11,6 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
-
 from conftest import LOCAL_DSN, LOCAL_PG_DSN, cli, dsn_env, local_pg_reachable, local_server_reachable
 
 # -- the sweep drops only what the tool made ------------------------------------------------

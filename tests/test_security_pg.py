@@ -18,8 +18,8 @@ import os
 from contextlib import closing
 
 import pytest
-
 from conftest import LOCAL_PG_DSN, cli, dsn_of
+
 from jobqueue_demo.engine.schema_change import changes_schema
 
 # Creates the role {canary} when its caller may (once); returns true either way.

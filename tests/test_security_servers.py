@@ -13,7 +13,6 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-
 from conftest import cli, skip_without_pg
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the servers run as a user of their own only when we are root")

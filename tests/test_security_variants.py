@@ -7,7 +7,6 @@ import secrets
 from contextlib import closing
 
 import pytest
-
 from conftest import cli, dsn_of
 from test_security_pg import CANARY, drop_role, pg_dsn, role_exists
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import MySQLdb
 import pytest
 
-from jobqueue_demo.engine.mysql import embedded as embedded_module
-from jobqueue_demo.errors import ServerError, UsageError
-from jobqueue_demo.engine.mysql.embedded import EmbeddedServer, ServerBinary, ensure_template, find_server_binary
 from jobqueue_demo.engine.dsn import DSN_ENV
+from jobqueue_demo.engine.mysql import embedded as embedded_module
+from jobqueue_demo.engine.mysql.embedded import EmbeddedServer, ServerBinary, ensure_template, find_server_binary
 from jobqueue_demo.engine.mysql.server import ConnectParams, parse_dsn, parse_version
 from jobqueue_demo.engine.seam import open_server
+from jobqueue_demo.errors import ServerError, UsageError
 
 REPO = Path(__file__).resolve().parent.parent
 LOCAL_DSN = "mysql://root@127.0.0.1:3306"

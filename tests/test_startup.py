@@ -33,7 +33,7 @@ RARE = (
     # The other engine: a MariaDB run reads a DSN's scheme without PostgreSQL's modules.
     "jobqueue_demo.engine.postgresql.server",
     "jobqueue_demo.engine.postgresql.session",
-    # The embedded server, on a run with --dsn (engine/embedded.py), and its template's json;
+    # The embedded server, on a run with --dsn (engine/mysql/embedded.py), and its template's json;
     # colour (render/color.py).
     "jobqueue_demo.engine.mysql.embedded",
     "json",

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, cli
+
 from jobqueue_demo.engine.mysql.embedded import EmbeddedServer, ServerError, find_server_binary
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import ROOT, cli, dsn_env
+
 from jobqueue_demo import api as core
-from jobqueue_demo.run import events as ev
 from jobqueue_demo.engine.mysql import errors as mysql_errors
 from jobqueue_demo.engine.mysql.waits import parse_innodb_status
 from jobqueue_demo.errors import StuckError
-
-import pytest
+from jobqueue_demo.run import events as ev
 
 
 def run(name: str, server, step_timeout: float = 10.0):

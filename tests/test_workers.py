@@ -14,12 +14,12 @@ import time
 import uuid
 
 import pytest
-
 from conftest import LOCAL_DSN, ROOT, cli, dsn_env, left_behind, local_server_reachable, scratch_databases
-from jobqueue_demo.workers.strategies import REGISTRY
+
 from jobqueue_demo.errors import UsageError
-from jobqueue_demo.workers.stall import diagnose
 from jobqueue_demo.workers.crew import Scratch, WorkersConfig, check, run_workers, validate
+from jobqueue_demo.workers.stall import diagnose
+from jobqueue_demo.workers.strategies import REGISTRY
 
 STRATEGIES = tuple(s.name for s in REGISTRY if s.swept)
 LOCK_HELD = ("skip-locked", "for-update", "nowait-retry", "update-limit")

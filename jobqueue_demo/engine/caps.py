@@ -9,7 +9,7 @@ A row too big to read is not read to its end: the session's connection is droppe
 
 from __future__ import annotations
 
-from jobqueue_demo.engine.types import CUT_MARK
+from .types import CUT_MARK
 
 MAX_ROWS_KEPT = 1000
 MAX_VALUE_BYTES = 4 * 1024

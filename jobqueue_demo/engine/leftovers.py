@@ -16,8 +16,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobqueue_demo.engine.owner import MARKER, claim_if_dead
-from jobqueue_demo.engine.shm import release_segment
+from .owner import MARKER, claim_if_dead
+from .shm import release_segment
 
 DIR_PATTERNS = ("jobqueue-demo-*", "pymp-*")
 

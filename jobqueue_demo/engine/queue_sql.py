@@ -1,6 +1,6 @@
 """The workers' SQL, seen from workers/: one connection per worker that claims, leases and
 completes jobs, and the run-wide reads the crew needs. Each engine writes its own spelling in
-its own module (mysql_queue.py, pg_queue.py), reached as `server.seam.queue()`, so workers/
+its own module (mysql/queue.py, postgresql/queue.py), reached as `server.seam.queue()`, so workers/
 never names an engine and a new engine touches engine/ only.
 
 What is the same on every engine sits here: the statements that are plain SQL, and a driver
@@ -119,5 +119,5 @@ class QueueEngine:
         raise NotImplementedError
 
     def lock_waits(self, scratch, session_ids: list[int]) -> list[tuple[tuple, str | None]]:
-        """Each lock wait of `session_ids`, in the row form engine/lock_waits.py documents."""
+        """Each lock wait of `session_ids`, in the row form engine/mysql/lock_waits.py documents."""
         raise NotImplementedError

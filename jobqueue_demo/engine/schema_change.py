@@ -15,7 +15,7 @@ sql_mode), a dollar sign on PostgreSQL (dollar quoting), MySQL's executable comm
 
 from __future__ import annotations
 
-from jobqueue_demo.engine.sql_lexer import END, EXECUTABLE, HINT, OPEN, UNCLEAR, tokens
+from .sql_lexer import END, EXECUTABLE, HINT, OPEN, UNCLEAR, tokens
 
 ROWS_ONLY = frozenset(
     "SELECT INSERT UPDATE DELETE REPLACE MERGE WITH VALUES TABLE BEGIN START COMMIT END ROLLBACK ABORT "

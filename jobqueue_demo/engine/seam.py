@@ -22,9 +22,8 @@ from ..errors import UsageError
 from . import mysql, postgresql
 from .dsn import DSN_ENV, scheme_of
 from .owner import hold_for_life as hold_for_life  # the workers' temp dir, kept from sweeps while they live
-from .types import DeadlockCycle, Result, ServerInfo, Survey, TrxStatus, WaitInfo
-
 from .session import Session as Session  # the base every engine's session extends: the seam's session type
+from .types import DeadlockCycle, Result, ServerInfo, Survey, TrxStatus, WaitInfo
 
 if TYPE_CHECKING:
     from .queue_sql import QueueEngine

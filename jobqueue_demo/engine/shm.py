@@ -4,7 +4,7 @@ PostgreSQL removes its System V segment (a small interlock; the main area is an 
 mapping) on any shutdown it runs itself. A postmaster killed with SIGKILL leaves it, one
 segment a run, until the machine restarts; its key and id stay in postmaster.pid, which the
 killed postmaster leaves too. The embedded server's dynamic shared memory is kept in files of
-its data directory (dynamic_shared_memory_type=mmap, pg_server.py), which go with it.
+its data directory (dynamic_shared_memory_type=mmap, postgresql/embedded.py), which go with it.
 """
 
 from __future__ import annotations

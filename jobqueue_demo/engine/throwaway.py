@@ -20,7 +20,6 @@ from ..errors import ServerError
 from .os_user import Identity, preexec
 from .shm import release_segment
 
-
 CACHE_DIR_NAME = "jobqueue-demo"
 
 
@@ -278,7 +277,7 @@ def remove_workdir(workdir: Path | None, owner) -> None:
 
 class ThrowawayProcess(Throwaway):
     """One server process in a run directory of its own: the embedded MariaDB or MySQL server,
-    and PostgreSQL's (engine/pg_server.py)."""
+    and PostgreSQL's (engine/postgresql/embedded.py)."""
 
     def __init__(self) -> None:
         self.workdir: Path | None = None

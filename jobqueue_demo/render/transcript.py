@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from ..engine.types import Result
 from ..run import events as ev
-from jobqueue_demo.engine.types import Result
 from .color import console, session_colours
 from .table import format_table
 
@@ -103,7 +103,7 @@ def query_ok(sql: str, result: Result) -> str:
     return text
 
 
-# What a Galera node told a 1213 to be, when it was not a deadlock (engine/galera.py's causes).
+# What a Galera node told a 1213 to be, when it was not a deadlock (engine/galera/node.py's causes).
 ROLLBACK_NOTES = {
     "certification failure": "-- {s}'s write set failed certification against one committed first: its whole transaction was rolled back",
     "brute-force abort": (

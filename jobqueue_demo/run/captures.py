@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from jobqueue_demo.engine.types import Result
+from ..engine.types import Result
 from ..scenario.model import CAPTURE_REF, Statement
 
 

@@ -15,10 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobqueue_demo.engine.types import Result, shown
-from jobqueue_demo.engine.types import ServerInfo
 from ..engine.seam import Session
-from jobqueue_demo.engine.types import QUEUED
+from ..engine.types import BY_DEADLOCK, QUEUED, Result, ServerInfo, shown
 from ..errors import StuckError
 from ..scenario.model import Fault, Locks, Narration, Scenario, Statement
 from . import events as ev
@@ -26,13 +24,10 @@ from . import faults
 from .captures import Captures
 from .connections import Connections
 from .settle import Answered, settle
-from jobqueue_demo.engine.types import BY_DEADLOCK
-
 
 if TYPE_CHECKING:  # imported where a deadlock, a stuck run or explore needs them, off run's start-up
-    from jobqueue_demo.engine.types import DeadlockCycle
     from ..engine.seam import TableSnapshot
-    from jobqueue_demo.engine.types import Survey
+    from ..engine.types import DeadlockCycle, Survey
     from .chain import WaitChain
 
 # A statement's first word says what it is, or its first two when the first is a verb of DDL

@@ -1,6 +1,6 @@
 """`--show-locks`: how many rows each statement locked, set against how many it returned.
 
-The engine counts the record locks each transaction holds (engine/locks.py says how, and
+The engine counts the record locks each transaction holds (engine/mysql/waits.py says how, and
 what is counted); read right after each statement answers, the growth since that session's
 previous statement is what this statement locked.
 """

@@ -3,7 +3,7 @@
 Each axis names a server variable (or `isolation`, the sessions' isolation level under the
 server's own variable name) and the values to try. A variable a session may set is set on
 every session of the run (after the scenario's own settings, so the matrix wins); sql_mode
-keeps the NO_DIR_IN_CREATE every session has (engine/server.py), whatever the values. A
+keeps the NO_DIR_IN_CREATE every session has (engine/mysql/server.py), whatever the values. A
 variable the server takes only globally is set with SET GLOBAL on the private embedded
 server and put back afterwards. A read-only one (given only when a server starts) gets a
 second private server started with it as an option, used while consecutive combinations

@@ -14,9 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..engine.seam import Session
-from ..engine.seam import WaitMonitor
-from jobqueue_demo.engine.types import ROW
+from ..engine.seam import Session, WaitMonitor
+from ..engine.types import ROW
 from ..errors import StuckError
 
 if TYPE_CHECKING:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..engine.seam import Session
-from ..engine.seam import WaitMonitor
-from jobqueue_demo.engine.types import QUEUED, ROW_KINDS
+from ..engine.seam import Session, WaitMonitor
+from ..engine.types import QUEUED, ROW_KINDS
 from ..scenario.model import Scenario
 from . import chain
 from . import events as ev

@@ -11,6 +11,7 @@ import stat
 
 import yaml
 
+from ..engine.seam import DEFAULT_ENGINE, ENGINE_NAMES, seam_of
 from ..errors import ScenarioError
 from .model import (
     CAPTURE_REF,
@@ -18,6 +19,7 @@ from .model import (
     FAULT_ACTIONS,
     INVARIANT_HOLDS,
     ISOLATION_LEVELS,
+    ErrorMatch,
     Expectation,
     Fault,
     Invariant,
@@ -27,10 +29,8 @@ from .model import (
     SessionSpec,
     Span,
     Statement,
-    ErrorMatch,
     error_match,
 )
-from ..engine.seam import DEFAULT_ENGINE, ENGINE_NAMES, seam_of
 from .nearest import nearest
 from .sql_guard import refusal
 

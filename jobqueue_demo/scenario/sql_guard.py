@@ -3,7 +3,7 @@ loader runs on every statement, setup and invariant.
 
 A table's files go where DATA DIRECTORY or INDEX DIRECTORY say: the embedded MariaDB ignores
 them (--symbolic-links=0), and a --dsn server does as long as the session's sql_mode holds
-NO_DIR_IN_CREATE, which engine/server.py gives every session. So the words themselves are
+NO_DIR_IN_CREATE, which engine/mysql/server.py gives every session. So the words themselves are
 refused on every engine, and on MariaDB and MySQL whatever could get round that reading:
 naming sql_mode at all (in a string too, which PREPARE may run), SQL made at run time
 (PREPARE or EXECUTE IMMEDIATE of anything but one string literal, whose text is then checked

@@ -6,7 +6,7 @@ claim the same job, both write its effect, and the later one is rolled back at C
 (ERROR 1213, counted with the deadlocks: aborted when its node applied the other's write
 set, or its own write set failed certification). The database keeps one completion per
 job; the effects table shows the work done twice. What the crew reads on each node is the
-engine's (engine/galera_queue.py).
+engine's (engine/galera/queue.py).
 """
 
 from __future__ import annotations

@@ -28,14 +28,14 @@ from pathlib import Path
 from typing import Iterator
 
 from ...errors import ServerError, StartFailed, UsageError
-from jobqueue_demo.engine.mysql import control
-from jobqueue_demo.engine import throwaway
-from jobqueue_demo.engine.mysql import embedded as emb
-from jobqueue_demo.engine.mysql import server as srv
-from jobqueue_demo.engine.galera.engine import ENGINE
-from jobqueue_demo.engine.types import ServerInfo
-from jobqueue_demo.engine.os_user import Identity, check_reachable, client_name, give, server_identity
-from jobqueue_demo.engine.owner import hold
+from .. import throwaway
+from ..mysql import control
+from ..mysql import embedded as emb
+from ..mysql import server as srv
+from ..os_user import Identity, check_reachable, client_name, give, server_identity
+from ..owner import hold
+from ..types import ServerInfo
+from .engine import ENGINE
 
 PROVIDER_PATHS = (
     "/usr/lib/galera/libgalera_smm.so",

@@ -11,10 +11,9 @@ from __future__ import annotations
 import time
 
 from ...errors import ServerError
-from jobqueue_demo.engine.mysql import control
-from jobqueue_demo.engine.mysql.scratch import literal
-from jobqueue_demo.engine.types import BY_BRUTE_FORCE, BY_CERTIFICATION, BY_DEADLOCK
-from jobqueue_demo.engine.types import FlowControl
+from ..mysql import control
+from ..mysql.scratch import literal
+from ..types import BY_BRUTE_FORCE, BY_CERTIFICATION, BY_DEADLOCK, FlowControl
 
 CATCH_UP_TIMEOUT_S = 30.0
 CATCH_UP_POLL_S = (0.0005, 0.002)  # first and longest sleep between reads

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..mysql.waits import WaitMonitor, record_locks_held
+from ..types import TrxStatus, WaitInfo, on_node, split
 
-from jobqueue_demo.engine.mysql.waits import WaitMonitor, record_locks_held
-from jobqueue_demo.engine.types import TrxStatus, WaitInfo
-from jobqueue_demo.engine.types import on_node, split
 
 class NodeWaits:
     """A WaitMonitor per node behind the one interface the runner uses."""

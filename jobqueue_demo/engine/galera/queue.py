@@ -1,5 +1,5 @@
 """The workers' queue on a Galera cluster, node by node: what the crew reads and does on each
-node besides the workers' own claims (mysql_queue.py holds those, and the single server's).
+node besides the workers' own claims (mysql/queue.py holds those, and the single server's).
 
 Every node counts its own row-lock waits and numbers its own threads, so a worker's thread is
 watched, and killed, on the node it talks to: the crew knows it by an id that carries its
@@ -14,17 +14,15 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from jobqueue_demo.engine.mysql import control
-from jobqueue_demo.engine.galera.node import appliers, catch_up, flow_control, last_committed
-from jobqueue_demo.engine.types import FlowControl
-from jobqueue_demo.engine.mysql.queue import MySqlQueue
-from jobqueue_demo.engine.types import on_node, split
-from jobqueue_demo.engine.types import NodeState
+from ..mysql import control
+from ..mysql.queue import MySqlQueue
+from ..types import FlowControl, NodeState, on_node, split
+from .node import appliers, catch_up, flow_control, last_committed
 
 
 @dataclass(frozen=True)
 class ClusterLockWaits:
-    """The lock waits of every node, in engine/lock_waits.py's row form, each thread id one
+    """The lock waits of every node, in engine/mysql/lock_waits.py's row form, each thread id one
     that carries its node (node_waits.on_node)."""
 
     rows: list[tuple[tuple, str | None]]

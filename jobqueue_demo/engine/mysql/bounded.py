@@ -17,8 +17,9 @@ from typing import Iterator
 from MySQLdb import OperationalError
 from MySQLdb.connections import Connection
 
-from jobqueue_demo.engine.deadlines import INTERRUPT_GRACE_S, note_silence, shutdown_socket, wait_for_thread, wait_readable
-from jobqueue_demo.engine.mysql.errors import CR_SERVER_LOST
+from ..deadlines import INTERRUPT_GRACE_S, note_silence, shutdown_socket, wait_for_thread, wait_readable
+from .errors import CR_SERVER_LOST
+
 
 @contextlib.contextmanager
 def server_bounded(conn, seconds: float) -> Iterator[None]:

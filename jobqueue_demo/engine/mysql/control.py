@@ -8,8 +8,8 @@ here; its errors are results in the transcript.
 
 from __future__ import annotations
 
-from jobqueue_demo.engine.types import ControlError
-from jobqueue_demo.engine.mysql.errors import LOST_CONNECTION
+from ..types import ControlError
+from .errors import LOST_CONNECTION
 
 ER_DBACCESS_DENIED = 1044
 ER_ACCESS_DENIED = 1045

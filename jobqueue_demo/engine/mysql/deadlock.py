@@ -16,10 +16,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from jobqueue_demo.engine.mysql.control import text
-from jobqueue_demo.engine.types import names_on, split
-from jobqueue_demo.engine.types import WHOLE_TABLE, DeadlockCycle, Lock, Party, shown
-from jobqueue_demo.engine.mysql.waits import THREAD_ID, innodb_lock_kind
+from ..types import WHOLE_TABLE, DeadlockCycle, Lock, Party, names_on, shown, split
+from .control import text
+from .waits import THREAD_ID, innodb_lock_kind
 
 SECTION = re.compile(r"^-+\nLATEST DETECTED DEADLOCK\n-+\n(.*?)(?=^-+\n[A-Z][A-Z /]*\n-+\n|\Z)", re.MULTILINE | re.DOTALL)
 TRANSACTION = re.compile(r"^\*\*\* \((\d+)\) TRANSACTION:\n", re.MULTILINE)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+
 @dataclass(eq=False)
 class MySqlDialect:
     """The SQL that differs between MariaDB and MySQL and their versions."""
@@ -49,6 +50,6 @@ class MySqlDialect:
 
     def literal(self, text: str) -> str:
         """`text` as an SQL string literal (a backslash escapes here)."""
-        from jobqueue_demo.engine.mysql.scratch import literal
+        from .scratch import literal
 
         return literal(text)

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from jobqueue_demo.errors import ServerError, StartFailed, UnusableTemplate
-from jobqueue_demo.engine.os_user import check_reachable, client_name, give, preexec, server_identity
-from jobqueue_demo.engine.owner import hold
-from jobqueue_demo.engine.mysql.server import ConnectParams, parse_version
-from jobqueue_demo.engine.dsn import DSN_ENV
-from jobqueue_demo.engine.throwaway import ThrowawayProcess, WORKDIR_PREFIX, cache_root, discard, inode_of, launch, locked, log_summary, run_command
+from ...errors import ServerError, StartFailed, UnusableTemplate
+from ..dsn import DSN_ENV
+from ..os_user import check_reachable, client_name, give, preexec, server_identity
+from ..owner import hold
+from ..throwaway import WORKDIR_PREFIX, ThrowawayProcess, cache_root, discard, inode_of, launch, locked, log_summary, run_command
+from .server import ConnectParams, parse_version
 
 SERVER_NAMES = ("mariadbd", "mysqld")
 INSTALL_DB_NAMES = ("mariadb-install-db", "mysql_install_db")

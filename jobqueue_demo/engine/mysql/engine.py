@@ -10,10 +10,10 @@ import contextlib
 from collections.abc import Iterator
 from types import ModuleType
 
+from ..types import ServerInfo
 from . import NAME
 from .dialect import MySqlDialect
 from .server import ConnectParams, describe_server, parse_dsn
-from ..types import ServerInfo
 
 
 class MySqlEngine:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobqueue_demo.engine.types import SqlError, shown
+from ..types import SqlError, shown
 
 ER_DUP_ENTRY = 1062
 ER_PARSE_ERROR = 1064

@@ -13,7 +13,6 @@ from ..types import ControlError
 from . import control
 from .scratch import DROP_LOCK_WAIT_S, drop_bounded, literal
 
-
 OLD_NAME = re.compile(rf"{PREFIX}[0-9a-f]{{10}}({SNAPSHOT_SUFFIX})?")
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
-from jobqueue_demo.engine.mysql.scratch import ScratchDatabase
-from jobqueue_demo.engine.mysql.waits import transaction_blocks
-from jobqueue_demo.engine.types import as_text
+from ..types import as_text
+from .scratch import ScratchDatabase
+from .waits import transaction_blocks
 
 WAITING_MODE = re.compile(r"trx id \d+ (lock[ _]mode \S+[^\n]*?) waiting")
 

@@ -8,12 +8,11 @@ metadata_lock_info plugin is loaded (the embedded server loads it).
 
 from __future__ import annotations
 
+from ..types import COLUMNS, names_on
+from .control import text as control_text
+from .scratch import literal
+from .waits import WaitMonitor, metadata_lock_info_active
 
-from jobqueue_demo.engine.mysql.control import text as control_text
-from jobqueue_demo.engine.types import names_on
-from jobqueue_demo.engine.mysql.scratch import literal
-from jobqueue_demo.engine.mysql.waits import WaitMonitor, metadata_lock_info_active
-from jobqueue_demo.engine.types import COLUMNS
 
 def lock_table(monitor: WaitMonitor, schema: str, names: dict[int, str]):
     """(columns, rows, note) for the sessions named in `names` (thread id -> session), each

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobqueue_demo.engine.mysql import errors as mysql_errors
-from jobqueue_demo.engine.queue_sql import QueueEngine, WorkerConnection, id_list
-from jobqueue_demo.engine.types import ClaimError
+from ..queue_sql import QueueEngine, WorkerConnection, id_list
+from ..types import ClaimError
+from . import errors as mysql_errors
 
 # How `state` sorts, by queue_sql.STATE_ORDERS: an ENUM sorts by its list, a VARCHAR by text.
 STATE_TYPES = {"done-last": "ENUM('queued', 'running', 'done')", "done-first": "VARCHAR(8)"}
@@ -88,6 +88,6 @@ class MySqlQueue(QueueEngine):
         return {int(row[0]) for row in found}
 
     def lock_waits(self, scratch, session_ids: list[int]) -> list[tuple[tuple, str | None]]:
-        from jobqueue_demo.engine.mysql.lock_waits import row_lock_waits
+        from .lock_waits import row_lock_waits
 
         return row_lock_waits(scratch, session_ids)

@@ -20,15 +20,14 @@ import os
 import sys
 from dataclasses import replace
 
-from jobqueue_demo.engine.mysql import control
 from ...errors import ServerError
-from jobqueue_demo.engine.mysql.errors import ER_LOCK_WAIT_TIMEOUT, LOST_CONNECTION
-from jobqueue_demo.engine.mysql.server import ConnectParams
-from jobqueue_demo.engine.types import ServerInfo
-from jobqueue_demo.engine.dsn import ANSWER_TIMEOUT_S
-from jobqueue_demo.engine.mysql.waits import CLIENT_THREAD
-from jobqueue_demo.engine.naming import SHARED_USER_OPTION, USER_CONNECTIONS, new_name
-from jobqueue_demo.engine.types import ControlError, first_failure
+from ..dsn import ANSWER_TIMEOUT_S
+from ..naming import SHARED_USER_OPTION, USER_CONNECTIONS, new_name
+from ..types import ControlError, ServerInfo, first_failure
+from . import control
+from .errors import ER_LOCK_WAIT_TIMEOUT, LOST_CONNECTION
+from .server import ConnectParams
+from .waits import CLIENT_THREAD
 
 DROP_LOCK_WAIT_S = 3
 
@@ -170,7 +169,7 @@ def drop_bounded(conn, name: str) -> None:
     timeout names who holds it."""
     import MySQLdb
 
-    from jobqueue_demo.engine.mysql.bounded import server_bounded
+    from .bounded import server_bounded
 
     sql = f"DROP DATABASE IF EXISTS {quote(name)}"
     try:

@@ -14,9 +14,9 @@ from types import EllipsisType
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from jobqueue_demo.errors import ServerError, UsageError
-from jobqueue_demo.engine.dsn import ANSWER_TIMEOUT_S, CONNECT_TIMEOUT_S, refuse_nul, scheme_of, split_dsn
-from jobqueue_demo.engine.mysql import DSN_FORM, SCHEMES, TITLE
+from ...errors import ServerError, UsageError
+from ..dsn import ANSWER_TIMEOUT_S, CONNECT_TIMEOUT_S, refuse_nul, scheme_of, split_dsn
+from . import DSN_FORM, SCHEMES, TITLE
 
 if TYPE_CHECKING:
     from MySQLdb.connections import Connection
@@ -75,7 +75,7 @@ class ConnectParams:
         """
         import MySQLdb
 
-        from jobqueue_demo.engine.mysql.bounded import open_connection
+        from .bounded import open_connection
 
         target = self if database is ... else replace(self, database=database)
         options = {

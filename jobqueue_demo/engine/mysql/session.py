@@ -10,13 +10,13 @@ from __future__ import annotations
 import re
 import time
 
-from jobqueue_demo.engine.mysql import errors as mysql_errors
 from ...errors import FetchTimeout, ServerError
-from jobqueue_demo.engine.caps import ROW_TOO_BIG, Kept
-from jobqueue_demo.engine.mysql.errors import MySqlError
-from jobqueue_demo.engine.mysql.server import SESSION_INIT, ConnectParams
-from jobqueue_demo.engine.session import Session
-from jobqueue_demo.engine.types import Result
+from ..caps import ROW_TOO_BIG, Kept
+from ..session import Session
+from ..types import Result
+from . import errors as mysql_errors
+from .errors import MySqlError
+from .server import SESSION_INIT, ConnectParams
 
 NUM_FLAG = 32768
 
@@ -66,7 +66,7 @@ def answer(conn, sql: str) -> Result:
     """One statement's answer on a connection of the tool's own (an invariant), errors included."""
     import MySQLdb
 
-    from jobqueue_demo.engine.deadlines import note_silence, wait_readable
+    from ..deadlines import note_silence, wait_readable
 
     conn.send_query(sql.encode("utf-8"))
     started = time.perf_counter()
@@ -162,7 +162,7 @@ class MySqlSession(Session):
 
     def drop_socket(self) -> None:
         """End the connection the way a crashed process does: no COM_QUIT, no ROLLBACK."""
-        from jobqueue_demo.engine.deadlines import shutdown_socket
+        from ..deadlines import shutdown_socket
 
         shutdown_socket(self.conn)
         self.closed = True

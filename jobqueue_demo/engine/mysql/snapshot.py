@@ -13,12 +13,11 @@ the control connection's.
 
 from __future__ import annotations
 
-
-from jobqueue_demo.engine.mysql import control
-from jobqueue_demo.engine.schema_change import steps_obstacle
-from jobqueue_demo.engine.mysql.scratch import ScratchDatabase, quote
-from jobqueue_demo.engine.naming import SNAPSHOT_SUFFIX
-from jobqueue_demo.engine.types import Survey
+from ..naming import SNAPSHOT_SUFFIX
+from ..schema_change import steps_obstacle
+from ..types import Survey
+from . import control
+from .scratch import ScratchDatabase, quote
 
 
 def survey(scratch: ScratchDatabase, steps=()) -> Survey:

@@ -11,10 +11,26 @@ import re
 import time
 from collections.abc import Iterator
 
-from jobqueue_demo.engine.mysql.control import rows as control_rows
-from jobqueue_demo.engine.mysql.control import text as control_text
-from jobqueue_demo.engine.types import Edge, GAP, GAP_ONLY, HOLDS, INSERT_INTENTION, INSERT_INTENTION_ONLY, METADATA, NEXT_KEY, QUEUED, RECORD, ROW, TABLE, TrxStatus, WaitInfo
-from jobqueue_demo.engine.types import on_node
+from ..types import (
+    GAP,
+    GAP_ONLY,
+    HOLDS,
+    INSERT_INTENTION,
+    INSERT_INTENTION_ONLY,
+    METADATA,
+    NEXT_KEY,
+    QUEUED,
+    RECORD,
+    ROW,
+    TABLE,
+    Edge,
+    TrxStatus,
+    WaitInfo,
+    on_node,
+)
+from .control import rows as control_rows
+from .control import text as control_text
+
 
 def _lock_kind(state: str | None) -> str | None:
     """Metadata and table lock waits show in the process list; row lock waits do not."""
@@ -111,7 +127,7 @@ class WaitMonitor:
         return found
 
     def by_node(self) -> tuple[tuple[int, WaitMonitor], ...]:
-        """Each node's monitor with its number: one server is node 1 (node_waits.py has a cluster's)."""
+        """Each node's monitor with its number: one server is node 1 (galera/node_waits.py has a cluster's)."""
         return ((1, self),)
 
     def fresh_rows(self, sql: str) -> tuple:
@@ -236,7 +252,7 @@ class WaitMonitor:
         is known by its statement (mdl.REQUESTS). Without either, the blocker is not named
         rather than guessed; a request of unknown mode is told by every granted lock.
         """
-        from jobqueue_demo.engine.mysql import mdl  # its patterns compiled only when a run meets a metadata lock wait
+        from . import mdl  # its patterns compiled only when a run meets a metadata lock wait
 
         if self.mysql:
             granted, pending, mine = self._mysql_metadata_locks(thread_id, schema)
@@ -258,7 +274,7 @@ class WaitMonitor:
     def _mariadb_metadata_locks(self, thread_id: int, schema: str):
         """(granted locks of others as (thread, table, mode), earlier waiters as (thread, mode),
         the waiter's own request) from METADATA_LOCK_INFO and the process list."""
-        from jobqueue_demo.engine.mysql import mdl
+        from . import mdl
 
         escaped = schema.replace("'", "''")
         granted = self.rows(
@@ -323,7 +339,7 @@ ROW_LOCKS = re.compile(r"(\d+) row lock\(s\)")
 
 def record_locks_held(monitor: WaitMonitor) -> dict[int, int]:
     """Thread id -> the index records its transaction has locked, for transactions holding
-    any, on every node of a cluster (the run's ids: node_waits.py).
+    any, on every node of a cluster (the run's ids: galera/node_waits.py).
 
     InnoDB counts them per transaction (INNODB_TRX.trx_rows_locked, and the "N row lock(s)"
     line of SHOW ENGINE INNODB STATUS). The status text is built on every call, while

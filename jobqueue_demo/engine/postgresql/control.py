@@ -8,9 +8,9 @@ read from the raw result, so nothing depends on psycopg's type conversions.
 from __future__ import annotations
 
 from ...errors import FetchTimeout
-from jobqueue_demo.engine.types import ControlError
-from jobqueue_demo.engine.deadlines import note_silence
-from jobqueue_demo.engine.postgresql.errors import CONNECTION_FAILURE, LOST_CONNECTION
+from ..deadlines import note_silence
+from ..types import ControlError
+from .errors import CONNECTION_FAILURE, LOST_CONNECTION
 
 INSUFFICIENT_PRIVILEGE = "42501"
 
@@ -32,7 +32,7 @@ def rows(conn, sql: str) -> tuple[tuple[str | None, ...], ...]:
     too, and closes the connection."""
     import psycopg
 
-    from jobqueue_demo.engine.postgresql.session import collect, shut
+    from .session import collect, shut
 
     timeout = conn.answer_timeout
     pgconn = conn.pgconn

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from jobqueue_demo.engine.types import WHOLE_TABLE, DeadlockCycle, Lock, Party
+from ..types import WHOLE_TABLE, DeadlockCycle, Lock, Party
 
 ROW = "row"
 

@@ -37,6 +37,6 @@ class PgDialect:
 
     def literal(self, text: str) -> str:
         """`text` as an SQL string literal (standard_conforming_strings: a backslash is itself)."""
-        from jobqueue_demo.engine.postgresql.control import literal
+        from .control import literal
 
         return literal(text)

@@ -94,7 +94,7 @@ def _run_as(command: list[str], what: str, timeout: float, identity: Identity | 
 def rebuild_template(binaries: PgBinaries, broken: int | None) -> Path:
     """Replace the cached template whose folder had inode `broken` (a server did not start from
     it) by a fresh one; if another process has already replaced it, use theirs."""
-    from jobqueue_demo.engine.throwaway import cache_root, discard, locked
+    from ..throwaway import cache_root, discard, locked
 
     root = cache_root()
     final = root / binaries.template_key
@@ -110,7 +110,7 @@ def rebuild_template(binaries: PgBinaries, broken: int | None) -> Path:
 
 def ensure_template(binaries: PgBinaries) -> Path:
     """The cached initialised data directory for these binaries, made on first use."""
-    from jobqueue_demo.engine.throwaway import cache_root, locked
+    from ..throwaway import cache_root, locked
 
     root = cache_root()
     final = root / binaries.template_key
@@ -167,7 +167,7 @@ def server_command(binaries: PgBinaries, workdir: Path) -> list[str]:
         # A lesson's sessions sit idle between steps; nothing may end them behind its back.
         "idle_in_transaction_session_timeout": "0",
         # In files of the data directory, removed with it: POSIX segments (/dev/shm) would
-        # outlive a killed server (pg_shm.py).
+        # outlive a killed server (shm.py).
         "dynamic_shared_memory_type": "mmap",
     }
     command = [str(binaries.bindir / "postgres"), "-D", str(workdir / "data")]

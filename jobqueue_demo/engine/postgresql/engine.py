@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from types import ModuleType
 
 from ...errors import ServerError, UsageError
+from ..types import ServerInfo
 from . import NAME, TITLE
 from .dialect import PgDialect
 from .server import PgParams, describe_server, parse_dsn
-from ..types import ServerInfo
 
 
 class PgEngine:

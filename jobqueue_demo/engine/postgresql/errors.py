@@ -3,7 +3,7 @@
 On PostgreSQL an error's code is its five-character SQLSTATE: the server sends one with
 every error, in every language, so behaviour branches on it and never on message text.
 Names are PostgreSQL's condition names (Appendix A of its manual), upper-cased as
-`mysql_errors` spells MySQL's; the classes are the same portable ones, so a lesson's
+mysql/errors.py spells MySQL's; the classes are the same portable ones, so a lesson's
 `expect: {error: deadlock}` means the same thing on both engines.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobqueue_demo.engine.types import SqlError, shown
+from ..types import SqlError, shown
 
 UNIQUE_VIOLATION = "23505"
 SYNTAX_ERROR = "42601"

@@ -1,5 +1,5 @@
 """Every lock wait of some backends on PostgreSQL, with its holder: the stall picture of
-workers/stall.py, in the row form engine/lock_waits.py documents.
+workers/stall.py, in the row form engine/mysql/lock_waits.py documents.
 
 The waiter's ungranted lock comes from pg_locks, its blockers from pg_blocking_pids(), each
 blocker's mode from its granted lock on the same object. A row-lock wait shows as a wait
@@ -12,7 +12,7 @@ on the heap tuple, not on an index entry).
 
 from __future__ import annotations
 
-from jobqueue_demo.engine.queue_sql import id_list
+from ..queue_sql import id_list
 
 WAITS = (
     "SELECT a.pid, b.pid, w.mode || ' (' || w.locktype || ')', h.mode,"

@@ -7,8 +7,8 @@ holder's transaction). Table locks (relation) are listed always, granted or awai
 
 from __future__ import annotations
 
-from jobqueue_demo.engine.types import COLUMNS
-from jobqueue_demo.engine.postgresql.waits import ROW_LOCK_MODE, PgWaitMonitor
+from ..types import COLUMNS
+from .waits import ROW_LOCK_MODE, PgWaitMonitor
 
 NOTE = (
     "PostgreSQL keeps row locks in the rows: pg_locks shows one only while someone waits for it "

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobqueue_demo.engine.postgresql import errors as pg_errors
-from jobqueue_demo.engine.queue_sql import QueueEngine, WorkerConnection, id_list
-from jobqueue_demo.engine.types import ClaimError
+from ..queue_sql import QueueEngine, WorkerConnection, id_list
+from ..types import ClaimError
+from . import errors as pg_errors
 
 STATE_TYPES = {"done-last": "jobs_state", "done-first": "VARCHAR(8)"}
 
@@ -89,6 +89,6 @@ class PgQueue(QueueEngine):
         return {int(row[0]) for row in found}
 
     def lock_waits(self, scratch, session_ids: list[int]) -> list[tuple[tuple, str | None]]:
-        from jobqueue_demo.engine.postgresql.lock_waits import lock_waits
+        from .lock_waits import lock_waits
 
         return lock_waits(scratch, session_ids)

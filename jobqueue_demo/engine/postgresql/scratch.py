@@ -16,7 +16,7 @@ As scratch.py for MySQL, and safe on a shared cluster the same way:
   resolves there could be the scenario's function or operator, run with the DSN's rights
   (CVE-2018-1058's pattern). Both connections have an empty search_path, as pg_dump's: an
   unqualified name is pg_catalog's or nothing, and the scenario's tables are named
-  `public."t"`. What writes those tables runs as the per-run role (pg_snapshot.py).
+  `public."t"`. What writes those tables runs as the per-run role (snapshot.py).
   Unconfined, the control connection keeps the default: nothing there is anyone else's.
 - Dropped with DROP DATABASE ... WITH (FORCE) (PostgreSQL 13+), which ends any session still
   connected to it instead of waiting for it.
@@ -30,15 +30,14 @@ import sys
 from dataclasses import replace
 
 from ...errors import ServerError
-from jobqueue_demo.engine.postgresql import control
-from jobqueue_demo.engine.types import first_failure
-from jobqueue_demo.engine.postgresql.control import literal, quote
-from jobqueue_demo.engine.postgresql.errors import LOST_CONNECTION
-from jobqueue_demo.engine.postgresql.server import APPLICATION
-from jobqueue_demo.engine.postgresql.session import shut
-from jobqueue_demo.engine.naming import RUN_NAME, SHARED_USER_OPTION, USER_CONNECTIONS, new_name
-from jobqueue_demo.engine.dsn import ANSWER_TIMEOUT_S
-from jobqueue_demo.engine.types import ControlError
+from ..dsn import ANSWER_TIMEOUT_S
+from ..naming import RUN_NAME, SHARED_USER_OPTION, USER_CONNECTIONS, new_name
+from ..types import ControlError, first_failure
+from . import control
+from .control import literal, quote
+from .errors import LOST_CONNECTION
+from .server import APPLICATION
+from .session import shut
 
 
 def _major(version: str) -> int:

@@ -12,14 +12,14 @@ from types import EllipsisType
 from urllib.parse import unquote
 
 from ...errors import ServerError, UsageError
-from jobqueue_demo.engine.os_user import client_name
-from jobqueue_demo.engine.dsn import ANSWER_TIMEOUT_S, refuse_nul, scheme_of, split_dsn
-from jobqueue_demo.engine.postgresql import DSN_FORM, SCHEMES
+from ..dsn import ANSWER_TIMEOUT_S, refuse_nul, scheme_of, split_dsn
+from ..os_user import client_name
+from . import DSN_FORM, SCHEMES
 
 DEFAULT_PORT = 5432
 CONNECT_TIMEOUT_S = 5
 SUPERUSER = "postgres"
-APPLICATION = "jobqueue-demo"  # application_name; a run's admin connection adds its name (pg_scratch.py)
+APPLICATION = "jobqueue-demo"  # application_name; a run's admin connection adds its name (scratch.py)
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,8 @@ class PgParams:
         application: str = APPLICATION, catalog_names_only: bool = False,
     ):
         """An open psycopg connection, autocommit on (every BEGIN is explicit). The tool's own
-        statements on it wait at most `answer_timeout` seconds for the server (pg_control.py).
-        `catalog_names_only`: an empty search_path from the start (pg_scratch.py says why), and
+        statements on it wait at most `answer_timeout` seconds for the server (control.py).
+        `catalog_names_only`: an empty search_path from the start (scratch.py says why), and
         row_security off, so a policy of the scenario's is an error there, never run (pg_dump's)."""
         import psycopg
 

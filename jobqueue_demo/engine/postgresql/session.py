@@ -14,12 +14,11 @@ import time
 from dataclasses import dataclass, field
 
 from ...errors import FetchTimeout, ServerError
-from jobqueue_demo.engine.caps import MAX_ANSWER_GROWTH, ROW_TOO_BIG_TO_READ, Kept, Notices, cut_text
-from jobqueue_demo.engine.deadlines import INTERRUPT_GRACE_S, note_silence, shutdown_socket, wait_readable
-from jobqueue_demo.engine.postgresql.errors import CONNECTION_FAILURE, LOST_CONNECTION
-from jobqueue_demo.engine.types import Result, shown
-from jobqueue_demo.engine.session import Session
-from jobqueue_demo.engine.postgresql.errors import PgError
+from ..caps import MAX_ANSWER_GROWTH, ROW_TOO_BIG_TO_READ, Kept, Notices, cut_text
+from ..deadlines import INTERRUPT_GRACE_S, note_silence, shutdown_socket, wait_readable
+from ..session import Session
+from ..types import Result, shown
+from .errors import CONNECTION_FAILURE, LOST_CONNECTION, PgError
 
 # DISCARD ALL, spelled out (PostgreSQL's manual gives it so): cursors, settings, prepared
 # statements, LISTENs, advisory locks, cached plans, temporary tables, sequence state.

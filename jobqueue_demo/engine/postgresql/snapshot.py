@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobqueue_demo.engine.postgresql import control
-from jobqueue_demo.engine.postgresql.control import literal, quote
-from jobqueue_demo.engine.schema_change import steps_obstacle
-from jobqueue_demo.engine.types import Survey
+from ..schema_change import steps_obstacle
+from ..types import Survey
+from . import control
+from .control import literal, quote
 
 SNAPSHOT_SCHEMA = "jqd_snapshot"
 

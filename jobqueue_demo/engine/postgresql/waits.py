@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobqueue_demo.engine.postgresql import control
-from jobqueue_demo.engine.types import ADVISORY, HOLDS, QUEUED, ROW, TABLE, Edge, TrxStatus, WaitInfo
+from ..types import ADVISORY, HOLDS, QUEUED, ROW, TABLE, Edge, TrxStatus, WaitInfo
+from . import control
 
 PROBE = "pg_isolation_test_session_is_blocked"
 # A row lock's heavyweight tuple lock is taken in the table-lock mode that stands for the
@@ -73,7 +73,7 @@ class PgWaitMonitor:
     """Queries one control connection (on the scratch database); it never runs a statement that can block.
 
     The scenario owns `public` there and may define functions and operators: the connection's
-    search_path is empty (pg_scratch.py), so every name here is pg_catalog's, and the one
+    search_path is empty (scratch.py), so every name here is pg_catalog's, and the one
     operator is spelled out as well."""
 
     mysql = False
@@ -88,7 +88,7 @@ class PgWaitMonitor:
         self.control = control_conn
         self._seen: dict[int, Sighting] = {}  # the waits of the last blocked() call
         # The last cycle of waits seen, each backend's wait and the one of the cycle it waits
-        # for: once PostgreSQL breaks a cycle only its server log tells it (pg_deadlock.py).
+        # for: once PostgreSQL breaks a cycle only its server log tells it (deadlock.py).
         self.cycle: dict[int, tuple[Sighting, int]] | None = None
         self._probe = control.flag(control_conn, f"SELECT has_function_privilege('{PROBE}(integer, integer[])', 'EXECUTE')")
         # A new backend (a new database, too) reads the catalog entries a query needs on its
