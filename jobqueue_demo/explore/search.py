@@ -260,7 +260,7 @@ class Space:
                 steps.append(self._move(rank, name, position))
             if not cursor.faulted:
                 # A waiting session cannot send ROLLBACK, but its process can still die.
-                faults += [self._move(rank, name, position, f) for f in self.faults if BY_NAME[f].outside or not waiting]
+                faults += [self._move(rank, name, position, f) for f in self.faults if not waiting or BY_NAME[f].outside]
         return steps + faults
 
     def forced_wait(self, cursor: Cursor, blocked: frozenset[str]) -> Move | None:

@@ -17,7 +17,7 @@ class FaultKind:
     A plain class: as a dataclass it cost 1.9 M instructions more on every run's start-up
     (docs/architecture.md, Start-up)."""
 
-    __slots__ = ("name", "told", "sql", "explored", "outside", "drops_socket", "ends")
+    __slots__ = ("name", "told", "sql", "written", "explored", "outside", "drops_socket", "ends")
 
     def __init__(
         self, name: str, told: str, *, sql: str = "", explored: bool = False, outside: bool = False,
@@ -26,6 +26,7 @@ class FaultKind:
         self.name = name  # as a scenario writes its step (`kill: B`) and `explore --faults` takes it
         self.told = told  # what a transcript or the columns say of it: `-- B {told}: ...`, or the comment on `sql`
         self.sql = sql  # a kind no scenario writes: the statement explore sends in the replaced step's place
+        self.written = not sql  # a scenario writes it as a step, which run/faults.py's injector does
         self.explored = explored  # `explore --faults` can put it in place of any step
         # Done to the session's connection from outside (the control connection, or its socket):
         # it can go while the session's statement waits, and has nothing to act on once the
@@ -36,11 +37,6 @@ class FaultKind:
 
     def __repr__(self) -> str:
         return f"FaultKind({self.name!r})"
-
-    @property
-    def written(self) -> bool:
-        """A scenario writes it as a step, which run/faults.py's injector does."""
-        return not self.sql
 
 
 ROLLBACK = FaultKind("rollback", "gives up here instead of going on", sql="ROLLBACK;", explored=True)
