@@ -178,7 +178,7 @@ class TrxStatus:
 
 
 
-# Plain, not frozen, as Result is: made once per deadlock, node or survey and only read after;
+# Plain, not frozen, as Result is: made once per deadlock or survey and only read after;
 # nothing compares or hashes one, and this module is on every run's start-up (docs/architecture.md).
 @dataclass(eq=False)
 class Lock:
@@ -386,33 +386,6 @@ class ClaimError(Exception):
     def __init__(self, kind: str | None, text: str):
         super().__init__(text)
         self.kind = kind
-
-
-@dataclass(eq=False)
-class NodeState:
-    """What one node holds after the run, read once it has applied everything."""
-
-    node: int
-    done: int
-    completions: int
-    checksum: str
-
-
-@dataclass(eq=False)
-class FlowControl:
-    """One node's flow-control state: whether it asked the cluster to pause, and its queues."""
-
-    node: int
-    active: bool  # replication is paused cluster-wide, as this node sees it
-    requested: bool  # this node asked for the pause: its receive queue passed the limit
-    recv_queue: int  # write sets received and not yet applied
-    send_queue: int  # local write sets not yet sent
-    paused: float  # share of the time since FLUSH STATUS that replication was paused
-    state: str  # e.g. "Synced"; a "Desynced" node asks for no pause however long its queue
-
-    @property
-    def queued(self) -> bool:
-        return self.active or self.requested or self.recv_queue > 0
 
 
 def as_text(value) -> str:
