@@ -361,6 +361,13 @@ def explore_options(
     )
 
 
+def explore_faults() -> tuple[str, ...]:
+    """What `explore --faults` takes, in the order it tries them (scenario/fault_kinds.py)."""
+    from .scenario.fault_kinds import EXPLORE_FAULTS
+
+    return EXPLORE_FAULTS
+
+
 def explore_planned(scenario: Scenario, options) -> int:
     """How many schedules the exploration runs at most; UsageError when it is not runnable."""
     from .explore.search import planned

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 from ..engine.types import Result
 from ..run import events as ev
+from ..scenario.fault_kinds import BY_NAME
 from .color import console, session_colours
 from .table import format_table
 
@@ -218,18 +219,9 @@ def stuck_lines(event: ev.Stuck) -> list[Line]:
     return [head] + [Line(f"--   {text}", None, NOTE) for text in event.chain.lines()]
 
 
-FAULT_WORDS = {
-    "kill": "killed from the control connection",
-    "disconnect": "disconnected abruptly, as a crashed process would (no ROLLBACK sent)",
-    "kill-query": "statement killed from the control connection",
-    "reconnect": "reconnected",
-    "wait": "waited for",
-}
-
-
 def fault_text(event: ev.FaultApplied) -> str:
     call = f" ({event.call})" if event.call else ""
-    text = f"-- {event.session} {FAULT_WORDS[event.action]}{call}: {event.detail}"
+    text = f"-- {event.session} {BY_NAME[event.action].told}{call}: {event.detail}"
     if event.took_ms is not None:
         text += f" after {event.took_ms:.1f} ms"
     return text

@@ -93,7 +93,7 @@ class Completed:
 
 @dataclass(eq=False)
 class FaultApplied:
-    """A fault step done to a session (kill, disconnect, kill-query, reconnect, wait)."""
+    """A fault step done to a session: `action` is one of scenario/fault_kinds.py's kinds."""
 
     index: int
     action: str
