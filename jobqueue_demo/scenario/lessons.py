@@ -20,7 +20,7 @@ def lesson_dirs() -> list[Path]:
 
 
 def resolve(name: str) -> str:
-    if os.path.exists(name) or os.sep in name or name.endswith((".yaml", ".yml")):
+    if os.path.exists(name) or os.sep in name or name.endswith((".yaml", ".yml", ".spec")):
         return name
     for folder in lesson_dirs():
         candidate = folder / f"{name}.yaml"
