@@ -135,6 +135,10 @@ class Stuck:
     chain: WaitChain
 
 
+# A spec step told waiting by its permutation's annotation (`(*)`, a blocking step), not by a lock.
+ANNOTATED = "annotation"
+
+
 @dataclass(eq=False)
 class PermutationStarting:
     """An isolation spec's permutation begins: its setup runs next (run/spec_run.py)."""

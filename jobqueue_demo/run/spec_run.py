@@ -139,7 +139,7 @@ class SpecRun:
         step = self.steps[pstep.name]
         session = self.conns.sessions[step.session]
         if not flags & RETRY and any(b.step is None for b in pstep.blockers):
-            yield self._waiting(pstep, session)
+            yield self._waiting(pstep, session, ev.ANNOTATED)
             return True
         from psycopg import OperationalError
 
@@ -157,7 +157,7 @@ class SpecRun:
                         break
                     yield from self._notices(session)
                     if not flags & RETRY:
-                        yield self._waiting(pstep, session)
+                        yield self._waiting(pstep, session, "lock")
                     return True
                 if time.perf_counter() > deadline:
                     raise StuckError(f"step timeout: step {pstep.name} still running after {self.timeout:g} s "
@@ -167,7 +167,7 @@ class SpecRun:
         yield from self._notices(session)
         if self._held(pstep):
             if not flags & RETRY:
-                yield self._waiting(pstep, session)
+                yield self._waiting(pstep, session, ev.ANNOTATED)
             return True
         waited = (time.perf_counter() - session.sent_at) * 1000.0 if flags & RETRY else None
         result = session.read(self.timeout)
@@ -177,9 +177,9 @@ class SpecRun:
         del self.active[step.session]
         return False
 
-    def _waiting(self, pstep, session) -> ev.Waiting:
+    def _waiting(self, pstep, session, kind: str) -> ev.Waiting:
         session.waiting = True
-        return ev.Waiting(self.index[pstep.name], session.name, self.steps[pstep.name].sql, pstep.name, self.now(), "lock", ())
+        return ev.Waiting(self.index[pstep.name], session.name, self.steps[pstep.name].sql, pstep.name, self.now(), kind, ())
 
     def _blocked(self, session) -> bool:
         pids = ",".join(str(s.thread_id) for s in self.conns.sessions.values())
