@@ -128,8 +128,11 @@ class PgScratchDatabase:
     def let_role_set(self, parameters: tuple[str, ...]) -> None:
         """The per-run role may SET these superuser-only settings (PostgreSQL 15's GRANT SET ON
         PARAMETER), for the scenario SQL that sets them as written; revoked before the role is
-        dropped. Unconfined, or before 15, nothing is granted: the SET is refused as it would be."""
-        if self._role is None or _major(self.server.version) < 15:
+        dropped. Unconfined, before 15, or by a DSN role that is no superuser (only one may
+        grant it), nothing is granted: the SET is refused as it would be."""
+        if self._role is None or not parameters or _major(self.server.version) < 15:
+            return
+        if control.value(self.admin, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user") != "t":
             return
         for name in parameters:
             self._parameters.append(name)  # before, as for the role
