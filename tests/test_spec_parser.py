@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobqueue_demo.engine.result import Result
+from jobqueue_demo.engine.types import Result
 from jobqueue_demo.errors import ScenarioError
 from jobqueue_demo.render.isolationtester import pq_print
 from jobqueue_demo.scenario.loader import load_scenario

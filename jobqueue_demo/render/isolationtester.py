@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from ..engine.result import Result
+from ..engine.types import Result
 from ..run import events as ev
 
 _NUMBER_CHARS = frozenset("0123456789.Ee -")

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ..engine.result import Result
+from ..engine.types import Result
 from ..errors import ScenarioError, ServerError, StuckError
 from ..scenario.model import Scenario
 from . import events as ev
