@@ -37,7 +37,7 @@ def _compare_missing() -> str | None:
 
 
 def test_the_shipped_specs_are_there():
-    assert {p.name for p in SPECS} >= {"skip-locked.spec", "deadlock.spec", "notices.spec", "all-interleavings.spec", "blockers.spec"}
+    assert {p.name for p in SPECS} >= {"skip-locked.spec", "deadlock.spec", "notices.spec", "all-interleavings.spec", "blockers.spec", "notify.spec"}
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.name)

@@ -96,6 +96,9 @@ def _spec_records(event) -> list[dict]:
         return [{"event": "permutation", "steps": list(event.steps)}]
     if isinstance(event, ev.Noticed):
         return [{"event": "notices", "session": event.session, "notices": list(event.lines)}]
+    if isinstance(event, ev.Notified):
+        return [{"event": "notify", "session": event.session, "channel": event.channel,
+                 "payload": event.payload, "sender": event.sender}]
     if isinstance(event, ev.ScriptAnswered):
         return [{"event": event.what, "session": event.session, "result": result_record(event.result)}]
     return []

@@ -7,8 +7,8 @@ before each permutation, `step NAME: SQL` (the SQL exactly as the spec holds it)
 `step NAME: SQL <waiting ...>` then later `step NAME: <... completed>`, each result set as
 libpq's PQprint draws it (aligned, `|` between columns, headers over a dashed line, a column
 right-aligned while every value in it looks like a number, `(N rows)` and a blank line),
-`ERROR:  message` (the primary message alone: a detail may hold transaction ids), and each
-notice as `SESSION: NOTICE:  message`. What isolationtester writes to standard error (a
+`ERROR:  message` (the primary message alone: a detail may hold transaction ids), each
+notice as `SESSION: NOTICE:  message`, and each NOTIFY a session received after its step. What isolationtester writes to standard error (a
 teardown that failed, a step no permutation uses) goes to `err`.
 """
 
@@ -49,6 +49,8 @@ class IsolationtesterView:
             return head + "".join(_answer(event.session, r) for r in _each(event.result))
         if isinstance(event, ev.ScriptAnswered):
             return self._script(event)
+        if isinstance(event, ev.Notified):
+            return f'{event.session}: NOTIFY "{event.channel}" with payload "{event.payload}" from {event.sender}\n'
         return ""
 
     def _script(self, event: ev.ScriptAnswered) -> str:

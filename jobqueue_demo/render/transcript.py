@@ -200,6 +200,9 @@ def spec_lines(event) -> list[Line]:
         return [Line(""), Line("-- permutation: " + " ".join(event.steps), None, NOTE)]
     if isinstance(event, ev.Noticed):
         return [Line(f"{event.session}: {shown(line)}", event.session, NOTE) for line in event.lines]
+    if isinstance(event, ev.Notified):
+        text = f'NOTIFY "{event.channel}" with payload "{event.payload}" from {event.sender}'
+        return [Line(f"-- {event.session} received {shown(text)}", event.session, NOTE)]
     if isinstance(event, ev.ScriptAnswered) and event.result.error is not None:
         where = f"{event.session}'s {event.what}" if event.session else event.what
         return [Line(f"-- {where} failed: {event.result.error}", event.session, NOTE)]

@@ -164,6 +164,16 @@ class Noticed:
 
 
 @dataclass(eq=False)
+class Notified:
+    """A NOTIFY a spec's session received, read after its step's answer (LISTEN ...)."""
+
+    session: str
+    channel: str
+    payload: str
+    sender: str  # the sending session's name, or "PID n" for a connection not the run's
+
+
+@dataclass(eq=False)
 class RunFinished:
     """Every step has run and every statement has answered; the sessions close next."""
 
@@ -172,5 +182,5 @@ class RunFinished:
 
 Event = (
     RunStarted | StepStarting | Narrated | Waiting | Completed | FaultApplied | LocksShown | LocksTaken | Stuck
-    | PermutationStarting | ScriptAnswered | Noticed | RunFinished
+    | PermutationStarting | ScriptAnswered | Noticed | Notified | RunFinished
 )

@@ -174,8 +174,25 @@ class SpecRun:
         self._count(step.session, sum(len(r.notices) for r in _each(result)))
         index = self.index[pstep.name]
         yield ev.Completed(index, step.session, step.sql, pstep.name, result, self.now(), waited)
+        yield from self._notifies(session)
         del self.active[step.session]
         return False
+
+    def _notifies(self, session) -> Iterator[ev.Event]:
+        """The NOTIFYs the session's connection has received, as isolationtester reports
+        them after a step: the sender named by its session, else by its pid."""
+        from psycopg import OperationalError
+
+        pgconn = session.conn.pgconn
+        names = {s.thread_id: s.name for s in self.conns.sessions.values()}
+        try:
+            pgconn.consume_input()
+            while (notify := pgconn.notifies()) is not None:
+                sender = names.get(notify.be_pid, f"PID {notify.be_pid}")
+                yield ev.Notified(session.name, _text(notify.relname), _text(notify.extra), sender)
+                pgconn.consume_input()
+        except OperationalError:
+            return  # the connection is gone; its step's answer has said so
 
     def _waiting(self, pstep, session, kind: str) -> ev.Waiting:
         session.waiting = True
@@ -234,6 +251,10 @@ class SpecRun:
             where = f"setup of session {name}" if name else "setup"
             raise ScenarioError(self.scenario.path, f"{where} failed: {result.error}")
         yield ev.ScriptAnswered(what, name, result)
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8", "replace")
 
 
 def _each(result: Result) -> tuple[Result, ...]:
