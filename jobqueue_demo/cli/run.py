@@ -133,7 +133,7 @@ def _run_view(loaded, layout: Layout, fmt: RunFormat):
     if fmt is RunFormat.isolationtester:
         from ..render.isolationtester import IsolationtesterView
 
-        return IsolationtesterView(sys.stdout, sys.stderr, loaded).write
+        return IsolationtesterView(sys.stdout, sys.stderr, loaded, sys.stdout.isatty()).write
     from ..render.color import color_on
 
     if layout is Layout.columns:

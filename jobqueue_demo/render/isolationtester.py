@@ -16,22 +16,27 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from ..engine.types import Result
+from ..engine.types import Result, shown
 from ..run import events as ev
 
 _NUMBER_CHARS = frozenset("0123456789.Ee -")
 
 
 class IsolationtesterView:
-    def __init__(self, out: TextIO, err: TextIO, scenario):
+    """`terminal`: the output is one, where what the server sent (values, messages) has its
+    control characters written out, as every view does; in a file or a pipe it is as
+    isolationtester prints it, byte for byte."""
+
+    def __init__(self, out: TextIO, err: TextIO, scenario, terminal: bool = False):
         self.out = out
         self.err = err
         self.scenario = scenario
+        self.terminal = terminal
 
     def write(self, event) -> None:
         text = self.text(event)
         if text:
-            self.out.write(text)
+            self.out.write(shown(text) if self.terminal else text)
             self.out.flush()
 
     def text(self, event) -> str:

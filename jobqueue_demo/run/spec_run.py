@@ -63,6 +63,8 @@ class SpecRun:
         try:
             self.conns.open()
             self.conns.scratch.let_role_set(self.spec.settings)
+            for session in self.conns.sessions.values():
+                session.notices.show = libpq_notice
             yield ev.RunStarted(self.scenario.title, self.server.label, self.database)
             for schedule in self.spec.schedules():
                 yield from self._permutation(schedule)
@@ -251,6 +253,16 @@ class SpecRun:
             where = f"setup of session {name}" if name else "setup"
             raise ScenarioError(self.scenario.path, f"{where} failed: {result.error}")
         yield ev.ScriptAnswered(what, name, result)
+
+
+def libpq_notice(diagnostic) -> str:
+    """A notice as libpq words it (PQERRORS_DEFAULT: no context for a notice), which
+    isolationtester prints after the session's name: its DETAIL and HINT lines included."""
+    text = f"{diagnostic.severity or 'NOTICE'}:  {diagnostic.message_primary or ''}"
+    for label, part in (("DETAIL", diagnostic.message_detail), ("HINT", diagnostic.message_hint)):
+        if part:
+            text += f"\n{label}:  {part}"
+    return text
 
 
 def _text(value: bytes) -> str:
