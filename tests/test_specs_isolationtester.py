@@ -132,3 +132,13 @@ def test_the_transcript_of_a_spec_names_its_permutations_and_steps(pg_embedded):
     assert done.returncode == 0, done.stderr
     assert "-- permutation: h_begin w_other h_note h_commit w_show" in done.stdout
     assert "w_take · told waiting by the permutation's annotation" in done.stdout
+
+
+def test_a_spec_exports_to_a_lesson_page(pg_embedded, tmp_path):
+    page = tmp_path / "blockers.md"
+    done = cli("export", str(ROOT / "scenarios" / "specs" / "blockers.spec"), "--dsn", pg_dsn(pg_embedded),
+               "-o", str(page), timeout=120)
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    assert "-- permutation: h_begin w_other h_note h_commit w_show" in text
+    assert "holder: NOTICE:  holder still here" in text
