@@ -78,7 +78,7 @@ BAD = {
         "session s1\nstep a { SELECT 1; }\nstep b { SELECT 2; }\npermutation a b(a)\n", 4, "cannot block on its own session"
     ),
     "unterminated quoted name": ('session "s1\nstep a { SELECT 1; }\n', 1, "quoted identifier"),
-    "setup after a session": ("session s1\nstep a { SELECT 1; }\nsetup { SELECT 2; }\n", 3, "unexpected 'setup'"),
+    "setup after a session": ("session s1\nstep a { SELECT 1; }\nsetup { SELECT 2; }\n", 3, "found 'setup'"),
     "refused by sql_guard": ("session s1\nstep a {\n  SELECT 1;\n  CREATE TABLE t (a int) DATA DIRECTORY '/tmp'; }\n", 4, "DIRECTORY"),
 }
 
@@ -115,3 +115,33 @@ def test_result_sets_are_drawn_as_pqprint_draws_them():
     assert pq_print(Result(columns=("e",), rows=(("E1",), ("12",)))) == "e \n--\nE1\n12\n(2 rows)\n\n"
     assert pq_print(Result(columns=("n",), rows=())) == "n\n-\n(0 rows)\n\n"
     assert pq_print(Result(affected=1)) == ""
+
+
+TWO = """setup { CREATE TABLE t (id int); }
+#@mysql { CREATE TABLE t (id int) ENGINE=InnoDB; }
+session a
+step a_lock { SELECT pg_try_advisory_lock(7); }
+#@mysql   { SELECT GET_LOCK('7', 0); }
+step a_same { SELECT 1; }
+"""
+
+
+def test_mysql_bodies_make_a_spec_for_both_engines():
+    scenario = scenario_from_spec("two.spec", TWO)
+    assert scenario.engines == ("postgresql", "mysql")
+    mysql = scenario.for_engine("mysql")
+    assert mysql.engine == "mysql" and mysql.spec.setups == ["CREATE TABLE t (id int) ENGINE=InnoDB;"]
+    assert [s.sql for s in mysql.steps] == ["SELECT GET_LOCK('7', 0);", "SELECT 1;"]
+    assert [s.sql for s in scenario.steps] == ["SELECT pg_try_advisory_lock(7);", "SELECT 1;"]
+
+
+@pytest.mark.parametrize("text, line, words", [
+    ("#@mysql { SELECT 1; }\nsession a step x { SELECT 1; }\n", 1, "unexpected #@mysql"),
+    ("session a\nstep x { SELECT 1; }\n#@mysql SELECT 1;\n", 3, "expected { SQL } on the same line"),
+    ("session a\nstep x { SELECT 1; }\n#@mysql { SELECT 1; }\n#@mysql { SELECT 2; }\n", 4, "unexpected #@mysql"),
+    ("session a\nstep x { SELECT 1; }\n#@mysql { SET sql_mode = ''; }\n", 3, "sql_mode"),
+])
+def test_a_misplaced_mysql_body_is_told_at_its_line(text, line, words):
+    with pytest.raises(ScenarioError) as caught:
+        scenario_from_spec("two.spec", text)
+    assert caught.value.line == line and words in str(caught.value), str(caught.value)

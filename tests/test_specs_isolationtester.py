@@ -37,7 +37,7 @@ def _compare_missing() -> str | None:
 
 
 def test_the_shipped_specs_are_there():
-    assert {p.name for p in SPECS} >= {"skip-locked.spec", "deadlock.spec", "notices.spec", "all-interleavings.spec", "blockers.spec", "notify.spec"}
+    assert {p.name for p in SPECS} >= {"skip-locked.spec", "deadlock.spec", "notices.spec", "all-interleavings.spec", "blockers.spec", "notify.spec", "two-engines.spec"}
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.name)
@@ -142,3 +142,17 @@ def test_a_spec_exports_to_a_lesson_page(pg_embedded, tmp_path):
     text = page.read_text()
     assert "-- permutation: h_begin w_other h_note h_commit w_show" in text
     assert "holder: NOTICE:  holder still here" in text
+
+
+def test_a_spec_with_mysql_bodies_compares_postgresql_with_mariadb():
+    from conftest import LOCAL_DSN, local_server_reachable
+
+    if not (local_pg_reachable() and local_server_reachable()):
+        pytest.skip("needs the local PostgreSQL and MariaDB")
+    done = cli("compare", "two-engines.spec", "--dsn", LOCAL_PG_DSN, "--dsn", LOCAL_DSN, timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "step 3 (line 15), a: permutation 1: different rows" in out  # pg_try_advisory_lock vs GET_LOCK
+    assert "step 8 (line 24), b: permutation 1: error vs rows" in out  # NOWAIT aborted PostgreSQL's transaction
+    assert "* b> SELECT count(*) AS n FROM jobs;" in out
+    assert out.count("-- permutation: a_claim b_wait") == 2  # each side heads its second permutation

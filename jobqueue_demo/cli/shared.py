@@ -220,7 +220,7 @@ def server_for(dsn: str | list[str] | None, scenarios: tuple = (), cluster: int 
 
     single, nodes = api.split_dsns(dsn)
     engine = options.engine
-    if engine is None and scenarios and all(s.engines == ("postgresql",) and s.spec is not None for s in scenarios):
+    if engine is None and single is None and scenarios and all(s.spec is not None for s in scenarios):
         engine = "postgresql"  # an isolation spec is PostgreSQL's: its embedded server, unless a DSN says otherwise
     api.check_engine(scenarios, single, engine)
     size = cluster or max((s.cluster or 0 for s in scenarios), default=0) or len(nodes) or None

@@ -46,6 +46,9 @@ class SpecRun:
         self.timeout = options.step_timeout
         # The setup blocks run before every permutation (below), not once when the run opens.
         self.conns = Connections(replace(scenario, setup=""), server, options.step_timeout, ())
+        # On PostgreSQL a step is watched as isolationtester watches it; a spec's MySQL
+        # variant (`#@mysql` bodies, for `compare`) through the engine's wait monitor.
+        self.pg = scenario.engine == "postgresql"
         self.database = self.conns.database
         self.steps = self.spec.steps()
         self.index = {s.comment: i for i, s in enumerate(scenario.steps) if s.comment}
@@ -63,7 +66,7 @@ class SpecRun:
         try:
             self.conns.open()
             self.conns.scratch.let_role_set(self.spec.settings)
-            for session in self.conns.sessions.values():
+            for session in self.conns.sessions.values() if self.pg else ():
                 session.notices.show = libpq_notice
             yield ev.RunStarted(self.scenario.title, self.server.label, self.database)
             for schedule in self.spec.schedules():
@@ -143,6 +146,8 @@ class SpecRun:
         if not flags & RETRY and any(b.step is None for b in pstep.blockers):
             yield self._waiting(pstep, session, ev.ANNOTATED)
             return True
+        if not self.pg:
+            return (yield from self._complete_elsewhere(pstep, session, flags))
         from psycopg import OperationalError
 
         pgconn = session.conn.pgconn
@@ -167,16 +172,36 @@ class SpecRun:
         except OperationalError:
             pass  # the connection is gone: reading the answer tells how
         yield from self._notices(session)
+        return (yield from self._answered(pstep, session, flags))
+
+    def _complete_elsewhere(self, pstep, session, flags: int) -> Iterator[ev.Event]:
+        """_complete on an engine without isolationtester's question: its answer is there once
+        its socket is readable; a wait is what the engine's wait monitor sees."""
+        deadline = time.perf_counter() + self.timeout
+        while not select.select([session], [], [], LOOK_EVERY_S)[0]:
+            if flags & NONBLOCK and session.thread_id in self.conns.monitor.blocked([session.thread_id]):
+                if not flags & RETRY:
+                    yield self._waiting(pstep, session, "lock")
+                return True
+            if time.perf_counter() > deadline:
+                raise StuckError(f"step timeout: step {pstep.name} still running after {self.timeout:g} s "
+                                 "(raise --step-timeout for slow statements)")
+        return (yield from self._answered(pstep, session, flags))
+
+    def _answered(self, pstep, session, flags: int) -> Iterator[ev.Event]:
+        """The step's answer is in: told, unless an annotation still holds it back."""
         if self._held(pstep):
             if not flags & RETRY:
                 yield self._waiting(pstep, session, ev.ANNOTATED)
             return True
+        step = self.steps[pstep.name]
         waited = (time.perf_counter() - session.sent_at) * 1000.0 if flags & RETRY else None
         result = session.read(self.timeout)
-        self._count(step.session, sum(len(r.notices) for r in _each(result)))
+        self._count(step.session, sum(len(getattr(r, "notices", ())) for r in _each(result)))
         index = self.index[pstep.name]
         yield ev.Completed(index, step.session, step.sql, pstep.name, result, self.now(), waited)
-        yield from self._notifies(session)
+        if self.pg:
+            yield from self._notifies(session)
         del self.active[step.session]
         return False
 
@@ -223,6 +248,8 @@ class SpecRun:
         return False
 
     def _notices(self, session) -> Iterator[ev.Event]:
+        if not self.pg:
+            return
         lines, count = session.notices.take()
         if count:
             self._count(session.name, count)
@@ -245,7 +272,7 @@ class SpecRun:
             session = self.conns.sessions[name]
             early = session.send(sql)
             result = early if early is not None else session.read(self.timeout)
-            lines = tuple(line for r in _each(result) for line in r.notices)
+            lines = tuple(line for r in _each(result) for line in getattr(r, "notices", ()))
             if lines:
                 self._count(name, len(lines))
                 yield ev.Noticed(name, lines)

@@ -36,6 +36,8 @@ _SPACE = " \t\r\f"
 # choose a deadlock's victim): the per-run role is granted SET on these alone (PostgreSQL 15's
 # GRANT SET ON PARAMETER), and only when the spec's SQL names one.
 GRANTABLE_SETTINGS = ("deadlock_timeout",)
+# `#@mysql { SQL }` after a block: that block's body on MariaDB/MySQL (a comment to isolationtester).
+MYSQL_BODY = "#@mysql"
 
 
 @dataclass
@@ -80,6 +82,22 @@ class Spec:
     sessions: list[SpecSession]
     permutations: list[list[PermutationStep]]
     settings: tuple[str, ...] = ()  # of GRANTABLE_SETTINGS, the ones its SQL sets
+    # MariaDB/MySQL bodies (`#@mysql`) by the block they replace: ("setup", i), ("teardown",),
+    # ("session setup", name), ("session teardown", name), ("step", name).
+    mysql: dict = field(default_factory=dict)
+
+    def for_mysql(self) -> Spec:
+        """The spec with every block that has a MySQL body given it; the others as they are."""
+        body = self.mysql.get
+
+        def session(s: SpecSession) -> SpecSession:
+            steps = [replace(st, sql=body(("step", st.name), st.sql)) for st in s.steps]
+            return replace(s, setup=body(("session setup", s.name), s.setup),
+                           teardown=body(("session teardown", s.name), s.teardown), steps=steps)
+
+        return replace(self, setups=[body(("setup", i), sql) for i, sql in enumerate(self.setups)],
+                       teardown=body(("teardown",), self.teardown), sessions=[session(s) for s in self.sessions],
+                       settings=(), mysql={})
 
     def steps(self) -> dict[str, SpecStep]:
         return {s.name: s for session in self.sessions for s in session.steps}
@@ -131,6 +149,8 @@ class _Lexer:
                 i += 1
             elif c in _SPACE:
                 i += 1
+            elif text.startswith(MYSQL_BODY, i):
+                i = self._mysql_body(i, line, found)
             elif c == "#":
                 end = text.find("\n", i)
                 i = len(text) if end < 0 else end
@@ -167,6 +187,17 @@ class _Lexer:
                 i = m.end()
         return found
 
+    def _mysql_body(self, i: int, line: int, found: list) -> int:
+        """`#@mysql { SQL }`: a comment to isolationtester, the MySQL body of the block before."""
+        text = self.text
+        end = text.find("\n", i)
+        end = len(text) if end < 0 else end
+        rest = text[i + len(MYSQL_BODY):end].strip(_SPACE)
+        if not (rest.startswith("{") and rest.endswith("}")) or "}" in rest[:-1]:
+            self.fail(line, f"{MYSQL_BODY}: expected {{ SQL }} on the same line")
+        found.append(_Token("mysql", rest[1:-1].strip(_SPACE), line))
+        return end
+
     def _quoted(self, i: int, line: int) -> tuple[int, str]:
         text, name = self.text, []
         i += 1
@@ -192,6 +223,7 @@ class _Parser:
         self.tokens = _Lexer(path, text).tokens()
         self.at = 0
         self.last_line = text.count("\n") + 1
+        self.mysql: dict = {}
 
     def fail(self, message: str, line: int | None = None):
         raise ScenarioError(self.path, message, line if line is not None else self._line())
@@ -203,50 +235,61 @@ class _Parser:
         return self.tokens[self.at].kind if self.at < len(self.tokens) else None
 
     def take(self, kind: str, what: str) -> _Token:
+        if self.peek() == "mysql" and kind != "mysql":
+            self.fail(f"syntax error: unexpected {MYSQL_BODY}: it gives the block just above it a MySQL body")
         if self.peek() != kind:
             found = self.tokens[self.at].text if self.at < len(self.tokens) else "end of file"
             self.fail(f"syntax error: expected {what}, found {_short(found)}")
         self.at += 1
         return self.tokens[self.at - 1]
 
-    def sql(self, what: str) -> str:
-        return self.take("sql", f"{{ SQL }} after {what}").text
+    def sql(self, what: str, key: tuple | None = None) -> str:
+        text = self.take("sql", f"{{ SQL }} after {what}").text
+        if self.peek() == "mysql":
+            token = self.tokens[self.at]
+            self.at += 1
+            if key is None:
+                self.fail(f"{MYSQL_BODY} gives a block a MySQL body; {what} has none", token.line)
+            self.mysql[key] = token.text
+        return text
 
     def spec(self) -> Spec:
         setups = []
         while self.peek() == "setup":
             self.at += 1
-            setups.append(self.sql("setup"))
-        teardown = self._optional("teardown")
+            setups.append(self.sql("setup", ("setup", len(setups))))
+        teardown = self._optional("teardown", ("teardown",))
         sessions = []
         while self.peek() == "session":
             sessions.append(self.session())
         if not sessions:
+            self.take("session", "a session")  # tells what is there instead
             self.fail("syntax error: expected a session (setup, teardown, then session NAME ... step NAME { SQL })")
         permutations = []
         while self.peek() == "permutation":
             permutations.append(self.permutation())
         if self.peek() is not None:
-            self.fail(f"syntax error: unexpected {_short(self.tokens[self.at].text)}")
-        return Spec(setups, teardown, sessions, permutations)
+            self.take("end of file", "a session, a permutation or the end of the spec (in that order)")
+        return Spec(setups, teardown, sessions, permutations, mysql=self.mysql)
 
-    def _optional(self, keyword: str) -> str | None:
+    def _optional(self, keyword: str, key: tuple) -> str | None:
         if self.peek() != keyword:
             return None
         self.at += 1
-        return self.sql(keyword)
+        return self.sql(keyword, key)
 
     def session(self) -> SpecSession:
         line = self.take("session", "session").line
         name = self.take("ident", "a session name").text
-        session = SpecSession(name, line, setup=self._optional("setup"))
+        session = SpecSession(name, line, setup=self._optional("setup", ("session setup", name)))
         while self.peek() == "step":
             step_line = self.take("step", "step").line
             step_name = self.take("ident", "a step name").text
-            session.steps.append(SpecStep(step_name, name, self.sql(f"step {step_name}"), step_line))
+            sql = self.sql(f"step {step_name}", ("step", step_name))
+            session.steps.append(SpecStep(step_name, name, sql, step_line))
         if not session.steps:
             self.fail(f"syntax error: session {name} has no step (step NAME {{ SQL }})")
-        session.teardown = self._optional("teardown")
+        session.teardown = self._optional("teardown", ("session teardown", name))
         return session
 
     def permutation(self) -> list[PermutationStep]:
@@ -329,10 +372,10 @@ def _sql_blocks(spec: Spec) -> list[str]:
     return blocks
 
 
-def _guard(path: str, text: str, spec: Spec) -> None:
+def _guard(path: str, text: str, spec: Spec, engine: str) -> None:
     """sql_guard's refusals, as for a YAML scenario's SQL, told on the block's line."""
     for block in _sql_blocks(spec):
-        found = refusal(block, "postgresql")
+        found = refusal(block, engine)
         if found is not None:
             at = text.find(block)
             line = text.count("\n", 0, at) + 1 + block.count("\n", 0, found[0]) if at >= 0 else None
@@ -348,22 +391,33 @@ def scenario_from_spec(path: str, text: str) -> Scenario:
     """A Scenario for PostgreSQL holding the spec; its steps are each session's setup and
     steps in session order, the order explore interleaves them in."""
     spec = parse_spec(path, text)
-    _guard(path, text, spec)
+    _guard(path, text, spec, "postgresql")
     spec = replace(spec, settings=_settings(spec))
+    if not spec.mysql:
+        return _scenario(path, text, spec, "postgresql", ("postgresql",))
+    mysql = spec.for_mysql()
+    _guard(path, text, mysql, "mysql")
+    engines = ("postgresql", "mysql")
+    variants = {"postgresql": _scenario(path, text, spec, "postgresql", engines), "mysql": _scenario(path, text, mysql, "mysql", engines)}
+    for variant in variants.values():
+        variant.variants = variants
+    return variants["postgresql"]
+
+
+def _scenario(path: str, text: str, spec: Spec, engine: str, engines: tuple[str, ...]) -> Scenario:
     steps = []
     for session in spec.sessions:
         if session.setup:
             steps.append(Statement(session.name, session.setup, session.line))
         steps += [Statement(session.name, s.sql, s.line, comment=s.name) for s in session.steps]
-    name = path.rsplit("/", 1)[-1]
     return Scenario(
         path=path,
-        title=name,
+        title=path.rsplit("/", 1)[-1],
         sessions=tuple(SessionSpec(s.name) for s in spec.sessions),
         steps=tuple(steps),
         setup=";\n".join(spec.setups),
         source=text,
-        engine="postgresql",
-        engines=("postgresql",),
+        engine=engine,
+        engines=engines,
         spec=spec,
     )
