@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from jobqueue_demo.engine.types import Result
-from jobqueue_demo.errors import ScenarioError
+from jobqueue_demo.errors import ScenarioError, UsageError
 from jobqueue_demo.render.isolationtester import pq_print
 from jobqueue_demo.scenario.loader import load_scenario
 from jobqueue_demo.scenario.spec import parse_spec, scenario_from_spec
@@ -145,3 +145,21 @@ def test_a_misplaced_mysql_body_is_told_at_its_line(text, line, words):
     with pytest.raises(ScenarioError) as caught:
         scenario_from_spec("two.spec", text)
     assert caught.value.line == line and words in str(caught.value), str(caught.value)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["record", "SPEC"], "record writes expectations into a YAML scenario"),
+    (["run", "SPEC", "--show-locks"], "--matrix and --show-locks are for YAML scenarios"),
+    (["run", "SPEC", "--matrix", "isolation=serializable"], "--matrix and --show-locks are for YAML scenarios"),
+    (["run", "YAML", "--format", "isolationtester"], "give a .spec file"),
+])
+def test_what_a_spec_cannot_do_is_refused_before_any_server(args, words, tmp_path):
+    from conftest import ROOT, run_cli
+
+    spec = tmp_path / "x.spec"
+    spec.write_text("session a step x { SELECT 1; }\n")
+    paths = {"SPEC": str(spec), "YAML": str(ROOT / "scenarios" / "skip-locked.yaml")}
+    done = run_cli(*[paths.get(a, a) for a in args])
+    # main() turns it into its one line and exit 2 (errors.py); in-process, it is the exception.
+    assert isinstance(done.exception, UsageError), done.stdout
+    assert words in str(done.exception)

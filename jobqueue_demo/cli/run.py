@@ -77,6 +77,8 @@ def run(
     loaded = api.load(scenario)
     if fmt is RunFormat.isolationtester and loaded.spec is None:
         raise UsageError("--format isolationtester prints an isolation spec's run; give a .spec file")
+    if loaded.spec is not None and (matrix or show_locks):
+        raise UsageError("an isolation spec runs as isolationtester runs it: --matrix and --show-locks are for YAML scenarios")
     if matrix:
         _matrix_alone(step or pace is not None or fmt is RunFormat.json or layout is Layout.columns or show_locks)
         lesson_matrix_command([loaded], dsn, matrix, step_timeout, checking=False)

@@ -100,7 +100,7 @@ def _spec_records(event) -> list[dict]:
         return [{"event": "notify", "session": event.session, "channel": event.channel,
                  "payload": event.payload, "sender": event.sender}]
     if isinstance(event, ev.ScriptAnswered):
-        return [{"event": event.what, "session": event.session, "result": result_record(event.result)}]
+        return [{"event": event.what, "session": event.session, **result_record(event.result)}]
     return []
 
 
