@@ -66,6 +66,7 @@ def run(
       jobqueue-demo run deadlock > handout.txt
       jobqueue-demo run skip-locked --dsn mysql://root@127.0.0.1:3306/test
       jobqueue-demo run cluster-skip-locked --layout columns
+      jobqueue-demo run skip-locked.spec --format isolationtester
     """
     from .. import api
     from ..errors import UsageError
