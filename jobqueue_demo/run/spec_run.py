@@ -48,7 +48,7 @@ class SpecRun:
         self.conns = Connections(replace(scenario, setup=""), server, options.step_timeout, ())
         # On PostgreSQL a step is watched as isolationtester watches it; a spec's MySQL
         # variant (`#@mysql` bodies, for `compare`) through the engine's wait monitor.
-        self.pg = scenario.engine == "postgresql"
+        self.pg = self.spec.isolationtester
         self.database = self.conns.database
         self.steps = self.spec.steps()
         self.index = {s.comment: i for i, s in enumerate(scenario.steps) if s.comment}

@@ -85,6 +85,9 @@ class Spec:
     # MariaDB/MySQL bodies (`#@mysql`) by the block they replace: ("setup", i), ("teardown",),
     # ("session setup", name), ("session teardown", name), ("step", name).
     mysql: dict = field(default_factory=dict)
+    # Watched as isolationtester watches a step (PostgreSQL's pg_isolation_test_session_is_blocked,
+    # notices, NOTIFYs); False for the MySQL variant, watched through its engine's wait monitor.
+    isolationtester: bool = True
 
     def for_mysql(self) -> Spec:
         """The spec with every block that has a MySQL body given it; the others as they are."""
@@ -97,7 +100,7 @@ class Spec:
 
         return replace(self, setups=[body(("setup", i), sql) for i, sql in enumerate(self.setups)],
                        teardown=body(("teardown",), self.teardown), sessions=[session(s) for s in self.sessions],
-                       settings=(), mysql={})
+                       settings=(), mysql={}, isolationtester=False)
 
     def steps(self) -> dict[str, SpecStep]:
         return {s.name: s for session in self.sessions for s in session.steps}
@@ -195,7 +198,7 @@ class _Lexer:
         rest = text[i + len(MYSQL_BODY):end].strip(_SPACE)
         if not (rest.startswith("{") and rest.endswith("}")) or "}" in rest[:-1]:
             self.fail(line, f"{MYSQL_BODY}: expected {{ SQL }} on the same line")
-        found.append(_Token("mysql", rest[1:-1].strip(_SPACE), line))
+        found.append(_Token(MYSQL_BODY, rest[1:-1].strip(_SPACE), line))
         return end
 
     def _quoted(self, i: int, line: int) -> tuple[int, str]:
@@ -235,7 +238,7 @@ class _Parser:
         return self.tokens[self.at].kind if self.at < len(self.tokens) else None
 
     def take(self, kind: str, what: str) -> _Token:
-        if self.peek() == "mysql" and kind != "mysql":
+        if self.peek() == MYSQL_BODY and kind != MYSQL_BODY:
             self.fail(f"syntax error: unexpected {MYSQL_BODY}: it gives the block just above it a MySQL body")
         if self.peek() != kind:
             found = self.tokens[self.at].text if self.at < len(self.tokens) else "end of file"
@@ -245,7 +248,7 @@ class _Parser:
 
     def sql(self, what: str, key: tuple | None = None) -> str:
         text = self.take("sql", f"{{ SQL }} after {what}").text
-        if self.peek() == "mysql":
+        if self.peek() == MYSQL_BODY:
             token = self.tokens[self.at]
             self.at += 1
             if key is None:
