@@ -163,12 +163,8 @@ class SpecRun:
                     if not pgconn.is_busy():
                         break
                     yield from self._notices(session)
-                    if not flags & RETRY:
-                        yield self._waiting(pstep, session, "lock")
-                    return True
-                if time.perf_counter() > deadline:
-                    raise StuckError(f"step timeout: step {pstep.name} still running after {self.timeout:g} s "
-                                     "(raise --step-timeout for slow statements)")
+                    return (yield from self._seen_waiting(pstep, session, flags))
+                self._within(deadline, pstep)
         except OperationalError:
             pass  # the connection is gone: reading the answer tells how
         yield from self._notices(session)
@@ -180,13 +176,20 @@ class SpecRun:
         deadline = time.perf_counter() + self.timeout
         while not select.select([session], [], [], LOOK_EVERY_S)[0]:
             if flags & NONBLOCK and session.thread_id in self.conns.monitor.blocked([session.thread_id]):
-                if not flags & RETRY:
-                    yield self._waiting(pstep, session, "lock")
-                return True
-            if time.perf_counter() > deadline:
-                raise StuckError(f"step timeout: step {pstep.name} still running after {self.timeout:g} s "
-                                 "(raise --step-timeout for slow statements)")
+                return (yield from self._seen_waiting(pstep, session, flags))
+            self._within(deadline, pstep)
         return (yield from self._answered(pstep, session, flags))
+
+    def _seen_waiting(self, pstep, session, flags: int) -> Iterator[ev.Event]:
+        """The step waits for a lock: told on the first look at it only."""
+        if not flags & RETRY:
+            yield self._waiting(pstep, session, "lock")
+        return True
+
+    def _within(self, deadline: float, pstep) -> None:
+        if time.perf_counter() > deadline:
+            raise StuckError(f"step timeout: step {pstep.name} still running after {self.timeout:g} s "
+                             "(raise --step-timeout for slow statements)")
 
     def _answered(self, pstep, session, flags: int) -> Iterator[ev.Event]:
         """The step's answer is in: told, unless an annotation still holds it back."""
