@@ -52,8 +52,17 @@ MAX_CLUSTER_NODES = 9
 EXPECT_KEYS = {"ok", "columns", "rows", "affected", "error", "waits"}
 
 
+# An isolation spec's first word, after `#` comments: what no YAML scenario (a mapping) starts with.
+SPEC_START = re.compile(r"\A(?:\s*#[^\n]*\n|\s+)*(?:setup|teardown|session)\s*[{\w\"]")
+
+
 def load_scenario(path: str) -> Scenario:
-    return scenario_from_text(path, _read_text(path))
+    text = _read_text(path)
+    if path.endswith(".spec") or (not path.endswith((".yaml", ".yml")) and SPEC_START.match(text)):
+        from .spec import scenario_from_spec
+
+        return scenario_from_spec(path, text)
+    return scenario_from_text(path, text)
 
 
 def scenario_from_text(path: str, text: str) -> Scenario:

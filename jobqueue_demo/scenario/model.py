@@ -167,6 +167,8 @@ class Scenario:
     verified_span: Span | None = field(default=None, compare=False)
     # The lesson resolved for each of its engines (loader.py fills it; shared by all of them).
     variants: dict = field(default_factory=dict, repr=False, compare=False)
+    # A PostgreSQL isolation spec's parse (scenario/spec.py), run permutation by permutation.
+    spec: object | None = field(default=None, repr=False, compare=False)
 
     @property
     def session_names(self) -> tuple[str, ...]:
