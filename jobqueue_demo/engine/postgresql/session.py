@@ -271,6 +271,9 @@ class PgSession(Session):
     `notices`: what the server said besides the results since the last statement's answer."""
 
     notices: Notices = field(default_factory=lambda: Notices(notice_text))
+    # A row at a time keeps any result in bounded memory; off where the first row's arrival
+    # must not read as the statement's end (isolationtester's PQisBusy, run/spec_run.py).
+    single_row: bool = True
 
     def fileno(self) -> int:
         return self.conn.pgconn.socket
@@ -286,8 +289,8 @@ class PgSession(Session):
         self.notices.clear()  # a reset's or a setting's, not this statement's
         try:
             pgconn.send_query(sql.encode("utf-8"))
-            # A row at a time, so that a result of any size takes bounded memory (collect()).
-            pgconn.set_single_row_mode()
+            if self.single_row:  # a result of any size then takes bounded memory (collect())
+                pgconn.set_single_row_mode()
         except psycopg.OperationalError:  # the connection is gone
             self.closed = True
             return Result(error=_error(pgconn))
