@@ -182,6 +182,18 @@ session b
 step b_read { SELECT x, shape_noisy(x) FROM generate_series(1, 3) x; }
 permutation a_lock b_read a_done
 """,
+    # Failed teardowns, told on standard error in libpq's words: the syntax error's LINE and
+    # cursor, a DETAIL and a HINT.
+    "teardown-fails": """
+setup { CREATE TABLE shape_t (id int); CREATE VIEW shape_v AS SELECT * FROM shape_t; }
+teardown { DROP VIEW shape_v; DROP TABLE shape_t; }
+session s1
+step s1a { SELECT 1 AS x; }
+teardown { SELEC 1; }
+session s2
+step s2a { SELECT 2 AS y; }
+teardown { DROP TABLE shape_t; }
+""",
 }
 
 

@@ -59,12 +59,14 @@ class IsolationtesterView:
         return ""
 
     def _script(self, event: ev.ScriptAnswered) -> str:
-        """A block's last result, as PQexec returns it; a failed teardown is told on `err`."""
+        """A block's last result, as PQexec returns it; a failed teardown is told on `err`,
+        in libpq's words (PQerrorMessage: its DETAIL, HINT and cursor lines too)."""
         error = event.result.error
         if error is not None:
             where = f"{event.what} of session {event.session}" if event.session else event.what
+            text = getattr(error, "libpq_text", "") or f"{_error(error)}\n"
             self.out.flush()
-            self.err.write(f"{where} failed: {_error(error)}\n")
+            self.err.write(f"{where} failed: {text}")
             self.err.flush()
             return ""
         return pq_print(event.result)

@@ -36,13 +36,13 @@ def _error(pgconn, result=None) -> PgError:
     """The error of a failed result, or of a connection gone under libpq (no SQLSTATE: 08006)."""
     from psycopg.pq import DiagnosticField
 
+    text = (result.error_message if result is not None else pgconn.error_message) or b"connection lost"
     if result is not None and result.error_field(DiagnosticField.SQLSTATE):
         def field(which) -> str:
             return (result.error_field(which) or b"").decode("utf-8", "replace")
 
         return PgError(0, field(DiagnosticField.SQLSTATE), cut_text(field(DiagnosticField.MESSAGE_PRIMARY)),
-                       field(DiagnosticField.SEVERITY_NONLOCALIZED) or "ERROR")
-    text = (result.error_message if result is not None else pgconn.error_message) or b"connection lost"
+                       field(DiagnosticField.SEVERITY_NONLOCALIZED) or "ERROR", cut_text(text.decode("utf-8", "replace")))
     # libpq's own text: the server's last word (a FATAL from pg_terminate_backend) first, then
     # its account of the closed socket; the first line is what psql shows first too.
     first = cut_text(text.decode("utf-8", "replace").strip().splitlines()[0])
