@@ -182,6 +182,14 @@ session b
 step b_read { SELECT x, shape_noisy(x) FROM generate_series(1, 3) x; }
 permutation a_lock b_read a_done
 """,
+    # Answers past the tool's caps for YAML scenarios, printed whole as isolationtester prints
+    # them: a value over 4 kB, over a thousand rows, over a hundred notices in one step.
+    "big-answers": """
+session s1
+step s1_value { SELECT length(repeat('x', 5000)) AS n, repeat('ab', 2100) AS v; }
+step s1_rows { SELECT g FROM generate_series(1, 1002) g; }
+step s1_notices { DO $$ BEGIN FOR i IN 1..120 LOOP RAISE NOTICE 'n %', i; END LOOP; END $$; }
+""",
     # Failed teardowns, told on standard error in libpq's words: the syntax error's LINE and
     # cursor, a DETAIL and a HINT.
     "teardown-fails": """

@@ -72,9 +72,10 @@ class SpecRun:
             self.conns.scratch.let_role_set(self.spec.settings)
             for session in self.conns.sessions.values() if self.pg else ():
                 session.notices.show = libpq_notice
+                session.notices.most = None
                 # A step that has sent rows and then waits for a lock is waiting, as libpq's
-                # PQisBusy tells isolationtester: whole results, not a row at a time.
-                session.single_row = False
+                # PQisBusy tells isolationtester; and every row, value and notice is printed.
+                session.whole = True
             yield ev.RunStarted(self.scenario.title, self.server.label, self.database)
             for schedule in self.spec.schedules():
                 yield from self._permutation(schedule)
