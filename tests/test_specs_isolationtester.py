@@ -190,6 +190,19 @@ step s1_value { SELECT length(repeat('x', 5000)) AS n, repeat('ab', 2100) AS v; 
 step s1_rows { SELECT g FROM generate_series(1, 1002) g; }
 step s1_notices { DO $$ BEGIN FOR i IN 1..120 LOOP RAISE NOTICE 'n %', i; END LOOP; END $$; }
 """,
+    # A session's connection ended by the server (pg_terminate_backend from another session):
+    # its next step prints the server's FATAL and libpq's account of the closed socket.
+    "terminated": """
+setup { CREATE TABLE shape_pid (pid int); }
+teardown { DROP TABLE shape_pid; }
+session s1
+setup { INSERT INTO shape_pid SELECT pg_backend_pid(); }
+step s1a { SELECT 1 AS one; }
+step s1b { SELECT 2 AS two; }
+session s2
+step s2k { SELECT pg_terminate_backend(pid) FROM shape_pid; }
+permutation s1a s2k s1b
+""",
     # Failed teardowns, told on standard error in libpq's words: the syntax error's LINE and
     # cursor, a DETAIL and a HINT.
     "teardown-fails": """

@@ -94,8 +94,11 @@ def _answer(session: str, result: Result) -> str:
 
 
 def _error(error) -> str:
-    """PostgreSQL's `ERROR:  message` as the server sent it; another engine's as its client
-    prints it (a spec's MySQL variant)."""
+    """PostgreSQL's `ERROR:  message` as the server sent it (libpq's whole text for an error
+    libpq made, as PQresultErrorMessage gives it); another engine's as its client prints it
+    (a spec's MySQL variant)."""
+    if getattr(error, "by_libpq", False) and error.libpq_text:
+        return error.libpq_text  # its last line ends in a newline: a blank line follows, as there
     severity = getattr(error, "severity", None)
     return f"{severity}:  {error.message}" if severity else str(error)
 

@@ -49,7 +49,7 @@ def _error(pgconn, result=None) -> PgError:
     severity, sep, message = first.partition(":  ")
     if not sep or severity not in ("FATAL", "ERROR", "PANIC"):
         severity, message = "FATAL", first
-    return PgError(0, CONNECTION_FAILURE, message.strip(), severity)
+    return PgError(0, CONNECTION_FAILURE, message.strip(), severity, cut_text(text.decode("utf-8", "replace")), True)
 
 
 class _Outcome:
