@@ -289,6 +289,33 @@ def answer(conn, sql: str) -> Result:
     return result
 
 
+def answer_each(conns, sqls) -> list[Result | None]:
+    """Each connection's answer to its statement, all sent before any answer is read, so
+    the server works on them at once; None where the connection is lost or the server does
+    not answer within its `answer_timeout`."""
+    import psycopg
+
+    started = time.perf_counter()
+    sent = []
+    for conn, sql in zip(conns, sqls):
+        try:
+            conn.pgconn.send_query(sql.encode("utf-8"))
+            sent.append(conn)
+        except psycopg.OperationalError:
+            sent.append(None)
+    return [_answered(conn, started) if conn is not None else None for conn in sent]
+
+
+def _answered(conn, started: float) -> Result | None:
+    try:
+        result = collect(conn.pgconn, started, getattr(conn, "answer_timeout", ANSWER_TIMEOUT_S))
+    except FetchTimeout:
+        shut(conn.pgconn)
+        note_silence()
+        return None
+    return None if result.error and result.error.code in LOST_CONNECTION else result
+
+
 def run_script(conn, sql: str) -> str | None:
     """A scenario's setup (several statements, one simple query); the error as psql shows it, or None."""
     result = answer(conn, sql)

@@ -8,8 +8,6 @@ called, so a run pays only for the engine it uses.
 
 from __future__ import annotations
 
-from ..errors import ServerError
-
 
 class MySqlSeam:
     name = "mysql"
@@ -78,6 +76,10 @@ class MySqlSeam:
         if settings_sql:
             conn.query(settings_sql.encode())
         return Session(name, conn, conn.thread_id())
+
+    def reset_sessions(self, sessions, scratch) -> list[bool]:
+        """reset_session for each (session, settings SQL), in turn."""
+        return [self.reset_session(session, scratch, settings_sql) for session, settings_sql in sessions]
 
     def reset_session(self, session, scratch, settings_sql: str | None) -> bool:
         """COM_CHANGE_USER rolls back, drops temporary tables, releases table and user locks
@@ -210,15 +212,20 @@ class PgSeam:
 
         return connect_session(name, scratch.session_params, scratch.name, settings_sql, answer_timeout)
 
-    def reset_session(self, session, scratch, settings_sql: str | None) -> bool:
-        """A fresh session's state without a new connection, in one round trip: ROLLBACK, then
-        what DISCARD ALL does (which cannot share a query with ROLLBACK), then its settings."""
-        from .pg_session import RESET_SESSION, answer
+    def reset_sessions(self, sessions, scratch) -> list[bool]:
+        """A fresh state for each (session, settings SQL) without a new connection, every
+        session's reset sent before any answer is read: one round trip for them all (three
+        one after another cost 0.5 ms of a 2 ms schedule). Each is ROLLBACK, then what DISCARD
+        ALL does (which cannot share a query with ROLLBACK), then its settings. False for a
+        session whose connection is gone."""
+        from .pg_session import RESET_SESSION, answer_each
 
-        try:
-            return answer(session.conn, "; ".join(filter(None, ("ROLLBACK", RESET_SESSION, settings_sql)))).error is None
-        except ServerError:
-            return False
+        sqls = ["; ".join(filter(None, ("ROLLBACK", RESET_SESSION, settings_sql))) for _, settings_sql in sessions]
+        results = answer_each([session.conn for session, _ in sessions], sqls)
+        return [result is not None and result.error is None for result in results]
+
+    def reset_session(self, session, scratch, settings_sql: str | None) -> bool:
+        return self.reset_sessions([(session, settings_sql)], scratch)[0]
 
     def run_script(self, conn, sql: str) -> str | None:
         from .pg_session import run_script

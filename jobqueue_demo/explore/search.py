@@ -403,15 +403,21 @@ class Sampler:
 
 
 class Snapshot:
-    """Resets by restoring the tables' rows as setup left them (engine/snapshot.py)."""
+    """Resets by restoring the tables' rows as setup left them (engine/snapshot.py), unless
+    nothing the schedule sent may have written them (the engine's `may_write`)."""
 
-    def __init__(self, driver: Driver, tables: tuple[str, ...]):
+    def __init__(self, driver: Driver, tables: tuple[str, ...], invariants: tuple[Invariant, ...] = ()):
         snapshot = driver.snapshot(tables)
         self.restore = snapshot.restore
         self.how = snapshot.how  # e.g. "DELETE + INSERT ... SELECT", as the engine restores
+        self.may_write = lru_cache(maxsize=None)(snapshot.may_write)
+        # Invariants run between schedules, as the run's user: one that may write means every time.
+        self.always = any(self.may_write(i.sql) for i in invariants)
 
-    def __call__(self) -> None:
-        self.restore()
+    def __call__(self, sent: tuple[str, ...] | None = None) -> None:
+        """After a schedule that sent the statements `sent`; None: whatever they were."""
+        if sent is None or self.always or any(self.may_write(sql) for sql in sent):
+            self.restore()
 
 
 class Rebuild:
@@ -421,18 +427,18 @@ class Rebuild:
         self.driver = driver
         self.reason = reason
 
-    def __call__(self) -> None:
+    def __call__(self, sent: tuple[str, ...] | None = None) -> None:
         self.driver.recreate_database()
 
 
-def choose_reset(driver: Driver, forced: bool) -> Snapshot | Rebuild:
+def choose_reset(driver: Driver, forced: bool, invariants: tuple[Invariant, ...] = ()) -> Snapshot | Rebuild:
     """A snapshot when the rows are all the steps can change; else rebuild every time."""
     if forced:
         return Rebuild(driver, "asked for")
     survey = driver.survey()
     if survey.obstacle:
         return Rebuild(driver, survey.obstacle)
-    return Snapshot(driver, survey.tables)
+    return Snapshot(driver, survey.tables, invariants)
 
 
 class ScheduleRunner:
@@ -448,7 +454,7 @@ class ScheduleRunner:
     def __enter__(self) -> ScheduleRunner:
         try:
             self.driver.open()
-            self.reset = choose_reset(self.driver, self.recreate)
+            self.reset = choose_reset(self.driver, self.recreate, self.space.scenario.invariants)
         except BaseException:
             self.driver.close(quiet=True)
             raise
@@ -471,7 +477,7 @@ class ScheduleRunner:
             diverged = str(e)
         self.driver.restart_sessions()
         checks = () if stuck or diverged else self._check(any(m.fault for m in moves))
-        self.reset()
+        self.reset(self._sent(moves))
         self.driver.conns.catch_up()
         space = self.space
         return Execution(tuple(moves), tuple(events), checks, stuck, diverged, chooser.index, space.lines, space.expected)
@@ -503,6 +509,11 @@ class ScheduleRunner:
             cursor.take(move)
             moves.append(move)
             events += self.driver.step(*self.space.step_for(move))
+
+    def _sent(self, moves: list[Move]) -> tuple[str, ...]:
+        """The SQL of the statements the schedule sent, a rollback fault's too."""
+        steps = (self.space.step_for(m)[1] for m in moves)
+        return tuple(s.sql for s in steps if isinstance(s, Statement))
 
     def _stuck(self) -> str | None:
         return self.driver.stuck_message("every remaining step is blocked")

@@ -86,7 +86,7 @@ class Connections:
         return self.seam.snapshot(self.scratch, tables, self.user_conn)
 
     def restart_sessions(self) -> None:
-        """Give every session a clean slate, as if newly connected (the seam's `reset_session`:
+        """Give every session a clean slate, as if newly connected (the seam's `reset_sessions`:
         cheaper than a new connection). A session that is gone, or still inside a statement,
         gets a new connection instead.
         """
@@ -95,14 +95,17 @@ class Connections:
             # a reset running beside a late write set would be rolled back by it (ERROR 1213).
             _galera().catch_up(self.control, self._cluster_seqno())
         self.end_orphans()
-        for name, session in list(self.sessions.items()):
+        for session in self.sessions.values():
             if session.busy and not session.closed:
                 self.kill_quietly(session.thread_id)
                 session.close()
-            if not session.closed and self.seam.reset_session(session, self.scratch, self._settings_sql(self.specs[name])):
-                continue
-            session.close()  # killed by a fault step: the server has already ended it
-            self.sessions[name] = self._connect(self.specs[name])
+        live = [(name, s) for name, s in self.sessions.items() if not s.closed]
+        reset = self.seam.reset_sessions([(s, self._settings_sql(self.specs[name])) for name, s in live], self.scratch)
+        kept = {name for (name, _), ok in zip(live, reset) if ok}
+        for name, session in list(self.sessions.items()):
+            if name not in kept:
+                session.close()  # killed by a fault step: the server has already ended it
+                self.sessions[name] = self._connect(self.specs[name])
 
     def _mark_causes(self) -> None:
         """What each session's node has counted before the run is none of its rollbacks."""
