@@ -581,7 +581,7 @@ def planned(scenario: Scenario, options: ExploreOptions) -> int:
 def explore(
     scenario: Scenario, server, options: ExploreOptions, on_schedule: Callable[[Execution], None] | None = None
 ) -> Report:
-    planned(scenario, options)
+    total = planned(scenario, options)
     space = Space(scenario, options.faults, options.step_timeout)
     bound = space.bound()
     source = Sampler(options.sample, options.seed) if options.sample else DepthFirst(options.max_schedules)
@@ -589,7 +589,7 @@ def explore(
     if options.sample and on_schedule is not None:
         on_schedule = _each_new(on_schedule, options.sample)
     first_runs = FirstRuns(on_schedule)
-    tallies, reset, stopped = _run_all(space, server, options, source, first_runs)
+    tallies, reset, stopped = _run_all(space, server, options, source, first_runs, total)
     elapsed = time.perf_counter() - started
     if options.sample:
         tallies = _first_distinct(tallies, options.sample)
@@ -647,18 +647,26 @@ def _first_distinct(tallies: list[Tally], count: int) -> list[Tally]:
 
 
 def _run_all(
-    space: Space, server, options: ExploreOptions, source, on_schedule
+    space: Space, server, options: ExploreOptions, source, on_schedule, total: int
 ) -> tuple[list[Tally], str, BaseException | None]:
-    """Runs schedules on `options.jobs` threads, each with its own ScheduleRunner; results are
-    handled on the calling thread. A stop signal ends the runs, and is handed back with them."""
+    """Runs schedules on up to `options.jobs` threads, each with its own ScheduleRunner; results
+    are handled on the calling thread. A stop signal ends the runs, and is handed back with them.
+
+    One runner starts at once, the others only once the schedules left would take the first
+    one longer than twice its own opening took (Helpers): a runner's scratch database costs
+    a CREATE DATABASE and a DROP DATABASE (a checkpoint, on PostgreSQL 15), 150-400 ms on
+    a shared server, more than a small space's every schedule."""
     results: queue.Queue = queue.Queue()
     resets: list[str] = []
-    threads = [
-        threading.Thread(target=_run_schedules, args=(space, server, options, source, results, resets), daemon=True)
-        for _ in range(options.jobs)
-    ]
-    for thread in threads:
+    threads: list[threading.Thread] = []
+
+    def start() -> None:
+        thread = threading.Thread(target=_run_schedules, args=(space, server, options, source, results, resets), daemon=True)
+        threads.append(thread)
         thread.start()
+
+    start()
+    helpers = Helpers(options.jobs - 1, total)
     tallies: list[Tally] = []
     stopped = None
     try:
@@ -667,15 +675,19 @@ def _run_all(
             try:
                 item = results.get(timeout=0.25)  # a timeout keeps Ctrl-C deliverable
             except queue.Empty:
-                continue
+                item = ()
             if item is None:
                 finished += 1
             elif isinstance(item, BaseException):
                 raise item
-            else:
+            elif isinstance(item, Ready):
+                helpers.ready(item.opened_s)
+            elif isinstance(item, Execution):
                 tallies.append(item.tally())
                 if on_schedule is not None:
                     on_schedule(item)
+            for _ in range(helpers.wanted(len(tallies))):
+                start()
     except KeyboardInterrupt as stop:
         stopped = stop  # the schedules run so far still make a report
     finally:
@@ -685,10 +697,48 @@ def _run_all(
     return tallies, resets[0] if resets else "", stopped
 
 
+@dataclass(frozen=True)
+class Ready:
+    """A runner has opened its scratch database and connections, in `opened_s` seconds."""
+
+    opened_s: float
+
+
+class Helpers:
+    """When the runners beyond the first are worth starting: once the first is ready, when
+    the schedules left, at the pace of those it has run (or the time its first is taking),
+    would take it more than twice as long as opening it took. Then a second runner, ready
+    after about as long, still halves what is left; in a smaller space it would only add
+    its opening and closing to the run."""
+
+    def __init__(self, count: int, total: int):
+        self.count = count
+        self.total = total
+        self.opened_s: float | None = None
+        self.ready_at = 0.0
+
+    def ready(self, opened_s: float) -> None:
+        if self.opened_s is None:
+            self.opened_s = opened_s
+            self.ready_at = time.perf_counter()
+
+    def wanted(self, done: int) -> int:
+        if not self.count or self.opened_s is None:
+            return 0
+        running_s = time.perf_counter() - self.ready_at
+        left_s = (self.total - done) * running_s / done if done else running_s
+        if left_s <= 2 * self.opened_s:
+            return 0
+        count, self.count = self.count, 0
+        return count
+
+
 def _run_schedules(space: Space, server, options: ExploreOptions, source, results: queue.Queue, resets: list[str]) -> None:
     try:
+        started = time.perf_counter()
         with ScheduleRunner(space, server, options) as runner:
             resets.append(_describe_reset(runner.reset))
+            results.put(Ready(time.perf_counter() - started))
             while (chooser := source.take()) is not None:
                 execution = runner.run(chooser)
                 for _ in range(REPLAYS):

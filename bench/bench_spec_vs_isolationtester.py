@@ -1,0 +1,225 @@
+"""PostgreSQL's isolationtester against jobqueue-demo on the same isolation specs and server.
+
+The anchor, in the same run on the same server: PostgreSQL's own isolationtester (the one
+Debian's postgresql-15 ships in pgxs) running each spec of bench/specs/ in a database made
+for it once. Our side runs the same permutations: until jobqueue-demo reads .spec files, it
+is `jobqueue-demo explore` on the equivalent scenario next to each spec (same setup, sessions
+and steps; bench/specs/*.yaml). Pointing our side at the .spec itself is one line:
+`ours_input()` returns `spec` instead of `spec.with_suffix(".yaml")`.
+
+Every figure is a whole process, as a user runs it. Each tool runs each spec twice a round:
+all its permutations, and one (isolationtester: the spec with one `permutation` line;
+ours: --max-schedules 1). The difference gives the steady state per permutation,
+(all - one) / (N - 1), and the fixed cost, one - per permutation. isolationtester is also
+counted with a CREATE DATABASE and DROP DATABASE around it (`+ fresh db`), the way
+/work/shared/tools/compare-isolationtester runs it: jobqueue-demo makes a scratch database and
+a role of its own every run, which is most of its fixed cost (CREATE DATABASE copies
+template1: 120-260 ms on this shared server). Rounds interleave the tools; medians.
+
+Goals: a spec's permutations in no more time than isolationtester takes (whole process),
+and a steady state of at most half of isolationtester's time per permutation.
+
+What each change bought, --jobs 1, in-process phase timings on the shared PostgreSQL 15 of a
+loaded 2-core machine (ms per schedule; pair = skip-locked-pair, 20 read-only schedules;
+mixed = skip-locked-mixed, 210 schedules that write). Before: pair 5.4 (walk 1.5, session
+resets 0.55, table restore 3.4), mixed 6.4-10.8 (walk 2.1-3.8, resets 0.5-0.9, restore
+3.8-6.1); isolationtester 4.0 and 4.6 per permutation.
+
+1. A schedule that sent no statement that may write a row skips the restore
+   (pg_snapshot.may_write: SELECT ... FOR UPDATE moves no row; a TRUNCATE and re-insert costs
+   2-5 ms, its index rebuilds each syncing a file): pair 5.4 -> 1.3 ms per schedule. A
+   schedule that writes still pays it: mixed unchanged.
+2. The sessions' resets sent to every session before any answer is read (seam.reset_sessions):
+   resets 0.48-0.52 -> 0.38-0.40 ms per schedule with three sessions.
+
+Usage: python bench/bench_spec_vs_isolationtester.py [--rounds 3] [--quick]
+       [--dsn postgresql://root@127.0.0.1:5432/test] [--isolationtester PATH] [--before DIR]
+--before DIR: another checkout (e.g. `git archive main | tar -x -C DIR`), measured in the same
+rounds, for a change's figures before and after.
+--quick: one round of the 20-permutation spec only (tests/test_bench_scripts.py runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SPECS = sorted((ROOT / "bench" / "specs").glob("*.spec"))
+QUICK_SPEC = ROOT / "bench" / "specs" / "skip-locked-pair.spec"
+STEP = re.compile(r"^\s*step\s+(\w+)", re.MULTILINE)
+PERMUTATION = re.compile(r"^starting permutation:", re.MULTILINE)
+
+
+def ours_input(spec: Path) -> Path:
+    """What our side is given for a spec: its equivalent scenario, until .spec files are read."""
+    return spec.with_suffix(".yaml")
+
+
+def find_isolationtester() -> str | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/lib/pgxs/src/test/isolation/isolationtester"))
+    return found[-1] if found else None
+
+
+def one_permutation(spec: Path, folder: str) -> Path:
+    """The spec with one `permutation` line: every step of the first session, then the next's,
+    the order isolationtester and explore both run first."""
+    text = spec.read_text()
+    one = Path(folder) / f"one-{spec.name}"
+    one.write_text(f"{text}\npermutation {' '.join(STEP.findall(text))}\n")
+    return one
+
+
+def timed(command: list[str], stdin: Path | None = None, cwd: Path | None = None) -> tuple[float, str]:
+    started = time.perf_counter()
+    with open(stdin or os.devnull, "rb") as given:
+        done = subprocess.run(command, stdin=given, capture_output=True, text=True, check=False, cwd=cwd)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()[-400:]}")
+    return elapsed, done.stdout
+
+
+class Isolationtester:
+    def __init__(self, binary: str, dsn: str):
+        from jobqueue_demo.engine.pg_control import execute
+        from jobqueue_demo.engine.pg_server import parse_dsn
+
+        self.execute = execute
+        self.params = parse_dsn(dsn)
+        self.admin = self.params.connect()
+        self.database = f"jqdtest_{os.urandom(4).hex()}"
+        self.execute(self.admin, f'CREATE DATABASE "{self.database}"')
+        self.binary = binary
+
+    def conninfo(self, database: str) -> str:
+        host = self.params.socket_dir or self.params.host
+        return f"dbname={database} host={host} port={self.params.port} user={self.params.user}"
+
+    def run(self, spec: Path, permutations: int) -> float:
+        elapsed, out = timed([self.binary, self.conninfo(self.database)], stdin=spec)
+        ran = len(PERMUTATION.findall(out))
+        assert ran == permutations, f"isolationtester ran {ran} permutations of {spec.name}, not {permutations}"
+        return elapsed
+
+    def run_fresh(self, spec: Path, permutations: int) -> float:
+        """As compare-isolationtester does: a database made for the run, dropped after it."""
+        database = f"jqdtest_{os.urandom(4).hex()}"
+        started = time.perf_counter()
+        self.execute(self.admin, f'CREATE DATABASE "{database}"')
+        try:
+            _, out = timed([self.binary, self.conninfo(database)], stdin=spec)
+        finally:
+            self.execute(self.admin, f'DROP DATABASE "{database}"')
+        assert len(PERMUTATION.findall(out)) == permutations
+        return time.perf_counter() - started
+
+    def close(self) -> None:
+        self.execute(self.admin, f'DROP DATABASE IF EXISTS "{self.database}"')
+        self.admin.close()
+
+
+def ours(spec: Path, dsn: str, permutations: int, *options: str, checkout: Path = ROOT) -> float:
+    """`python -m jobqueue_demo` run in `checkout`, so that its package is the one imported."""
+    command = [sys.executable, "-m", "jobqueue_demo", "explore", str(ours_input(spec)), "--dsn", dsn, "--json", *options]
+    elapsed, out = timed(command, cwd=checkout)
+    report = json.loads(out)
+    assert report["explored"] == permutations and not report["findings"], (spec.name, report["explored"], report["findings"])
+    return elapsed
+
+
+def spec_size(spec: Path, binary: str, tester: Isolationtester) -> int:
+    """How many permutations isolationtester runs for the spec (every order of its steps)."""
+    _, out = timed([binary, tester.conninfo(tester.database)], stdin=spec)
+    return len(PERMUTATION.findall(out))
+
+
+def measure(
+    spec: Path, tester: Isolationtester, dsn: str, rounds: int, folder: str, before: Path | None = None
+) -> dict[str, dict[str, float]]:
+    size = spec_size(spec, tester.binary, tester)
+    one = one_permutation(spec, folder)
+    runs = {
+        "isolationtester (anchor)": (lambda: tester.run(spec, size), lambda: tester.run(one, 1)),
+        "isolationtester + fresh db": (lambda: tester.run_fresh(spec, size), lambda: tester.run_fresh(one, 1)),
+        "jobqueue-demo explore": (lambda: ours(spec, dsn, size), lambda: ours(spec, dsn, 1, "--max-schedules", "1")),
+        "jobqueue-demo explore --jobs 1": (
+            lambda: ours(spec, dsn, size, "--jobs", "1"),
+            lambda: ours(spec, dsn, 1, "--jobs", "1", "--max-schedules", "1"),
+        ),
+    }
+    if before is not None:
+        runs["explore, --before checkout"] = (
+            lambda: ours(spec, dsn, size, checkout=before),
+            lambda: ours(spec, dsn, 1, "--max-schedules", "1", checkout=before),
+        )
+        runs["explore --jobs 1, --before checkout"] = (
+            lambda: ours(spec, dsn, size, "--jobs", "1", checkout=before),
+            lambda: ours(spec, dsn, 1, "--jobs", "1", "--max-schedules", "1", checkout=before),
+        )
+    times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in runs}
+    for _ in range(rounds):
+        for name, (every, first) in runs.items():
+            times[name][0].append(every())
+            times[name][1].append(first())
+    out = {"permutations": {"n": size}}
+    for name, (every, first) in times.items():
+        all_s, one_s = statistics.median(every), statistics.median(first)
+        per_s = (all_s - one_s) / (size - 1) if size > 1 else 0.0
+        out[name] = {"all_s": all_s, "per_ms": per_s * 1000.0, "fixed_ms": (one_s - per_s) * 1000.0}
+    return out
+
+
+def report(spec: Path, figures: dict, rounds: int) -> None:
+    size = figures["permutations"]["n"]
+    print(f"{spec.name}: {size} permutations, median of {rounds} interleaved round(s), whole process")
+    print(f"  {'':40s} {'all, s':>8s} {'per perm, ms':>13s} {'fixed, ms':>10s}")
+    for name, row in figures.items():
+        if name != "permutations":
+            print(f"  {name:40s} {row['all_s']:8.3f} {row['per_ms']:13.2f} {row['fixed_ms']:10.0f}")
+    anchor = figures["isolationtester (anchor)"]
+    for name, row in figures.items():
+        if "explore" not in name:
+            continue
+        whole = row["all_s"] / anchor["all_s"]
+        steady = row["per_ms"] / anchor["per_ms"] if anchor["per_ms"] > 0 else float("inf")
+        print(
+            f"  ratio {name.removeprefix('jobqueue-demo '):34s} / isolationtester: whole process {whole:5.2f} "
+            f"(goal <= 1: {'met' if whole <= 1 else 'NOT met'}), per permutation {steady:5.2f} "
+            f"(goal <= 0.5: {'met' if steady <= 0.5 else 'NOT met'})"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="one round of the 20-permutation spec")
+    parser.add_argument("--dsn", default=os.environ.get("JOBQUEUE_DEMO_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test"))
+    parser.add_argument("--isolationtester", default=find_isolationtester())
+    parser.add_argument("--before", type=Path, help="another checkout of jobqueue-demo, measured too (before a change)")
+    args = parser.parse_args()
+    if not args.isolationtester:
+        raise SystemExit("no isolationtester (Debian's postgresql-15 ships it in pgxs)")
+    specs, rounds = ([QUICK_SPEC], 1) if args.quick else (SPECS, args.rounds)
+    tester = Isolationtester(args.isolationtester, args.dsn)
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            for spec in specs:
+                report(spec, measure(spec, tester, args.dsn, rounds, folder, args.before), rounds)
+    finally:
+        tester.close()
+
+
+if __name__ == "__main__":
+    main()
