@@ -9,7 +9,8 @@ for the table, synced at commit). TRUNCATE is used all the same: it puts every r
 ctid, shown in the locks a lesson prints, and the order a scan without ORDER BY meets them),
 where DELETE leaves dead rows for the next schedule to step over and the rows drift through
 the pages, so one schedule could end differently on its second run. Sequences (serial and
-identity columns) are put back with setval.
+identity columns) are put back with setval. A schedule whose statements cannot have written a
+row (row locks only: `may_write`) is not restored at all, which keeps the rows where they were.
 
 Scenario SQL is untrusted: a trigger, rule or CHECK on its tables runs as whoever writes them.
 So the restore runs on the per-run role's own connection (`writer`), which may read the copy
