@@ -37,8 +37,8 @@ STORED = """\
 import resource, sys
 sys.path.insert(0, {root!r})
 import jobqueue_demo.cli.main
-from jobqueue_demo.engine.server import open_server
-from jobqueue_demo.engine.session import _text
+from jobqueue_demo.engine.seam import open_server
+from jobqueue_demo.engine.mysql.session import _text
 with open_server(None) as server:
     conn = server.params.connect(database="mysql")
     conn.query(sys.argv[1].encode())

@@ -19,8 +19,9 @@ from pathlib import Path
 # Run as a plain script from a checkout, without installing the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobqueue_demo.engine.cluster import TEMPLATE_SUFFIX, EmbeddedCluster  # noqa: E402
-from jobqueue_demo.engine.embedded import EmbeddedServer, cache_root, find_server_binary  # noqa: E402
+from jobqueue_demo.engine.galera.cluster import TEMPLATE_SUFFIX, EmbeddedCluster  # noqa: E402
+from jobqueue_demo.engine.mysql.embedded import EmbeddedServer, find_server_binary
+from jobqueue_demo.engine.throwaway import cache_root  # noqa: E402
 
 
 def timed(make) -> float:

@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from jobqueue_demo import api as core  # noqa: E402
-from jobqueue_demo.explore.search import ExploreOptions, Space, ScheduleRunner, explore  # noqa: E402
+from jobqueue_demo.engine.seam import open_server  # noqa: E402
+from jobqueue_demo.explore.search import ExploreOptions, ScheduleRunner, Space, explore  # noqa: E402
 from jobqueue_demo.run.driver import Run  # noqa: E402
-from jobqueue_demo.engine.server import open_server  # noqa: E402
 
 SCENARIO = ROOT / "scenarios" / "skip-locked-explore.yaml"
 RESETS = 200

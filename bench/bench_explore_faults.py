@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from jobqueue_demo import api as core  # noqa: E402
+from jobqueue_demo.engine.seam import open_server  # noqa: E402
 from jobqueue_demo.explore.search import ExploreOptions, explore  # noqa: E402
-from jobqueue_demo.engine.server import open_server  # noqa: E402
 
 BROKEN = "claim-without-lock-explore"
 CORRECT = "skip-locked-explore"

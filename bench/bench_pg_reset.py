@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobqueue_demo.engine.pg_control import execute  # noqa: E402
-from jobqueue_demo.engine.pg_session import answer  # noqa: E402
-from jobqueue_demo.engine.server import open_server  # noqa: E402
+from jobqueue_demo.engine.postgresql.control import execute  # noqa: E402
+from jobqueue_demo.engine.postgresql.session import answer  # noqa: E402
+from jobqueue_demo.engine.seam import open_server  # noqa: E402
 
 SETUP = """
 CREATE TABLE jobs (id INT PRIMARY KEY, task VARCHAR(100) NOT NULL, state VARCHAR(20) NOT NULL DEFAULT 'queued');

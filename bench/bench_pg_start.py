@@ -22,8 +22,8 @@ from pathlib import Path
 # Run as a plain script from a checkout, without installing the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobqueue_demo.engine.pg_server import EmbeddedPostgres  # noqa: E402
-from jobqueue_demo.engine.embedded import EmbeddedServer  # noqa: E402
+from jobqueue_demo.engine.mysql.embedded import EmbeddedServer  # noqa: E402
+from jobqueue_demo.engine.postgresql.embedded import EmbeddedPostgres  # noqa: E402
 
 
 def timed(server) -> tuple[float, float]:

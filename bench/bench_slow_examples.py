@@ -23,7 +23,7 @@ from conftest import dsn_of  # noqa: E402
 from examples import run_pasted  # noqa: E402
 from test_examples import EXIT_CODES, SLOW  # noqa: E402
 
-from jobqueue_demo.engine.server import open_server  # noqa: E402
+from jobqueue_demo.engine.seam import open_server  # noqa: E402
 
 ANCHOR = "jobqueue-demo run skip-locked"
 

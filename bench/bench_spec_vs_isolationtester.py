@@ -93,8 +93,8 @@ def timed(command: list[str], stdin: Path | None = None, cwd: Path | None = None
 
 class Isolationtester:
     def __init__(self, binary: str, dsn: str):
-        from jobqueue_demo.engine.pg_control import execute
-        from jobqueue_demo.engine.pg_server import parse_dsn
+        from jobqueue_demo.engine.postgresql.control import execute
+        from jobqueue_demo.engine.postgresql.server import parse_dsn
 
         self.execute = execute
         self.params = parse_dsn(dsn)
@@ -140,13 +140,13 @@ def ours(spec: Path, dsn: str, permutations: int, *options: str, checkout: Path 
 
 
 # Explore's steady state: one runner's schedules, timed from its first to its last, in a
-# process of its own started in the checkout measured (python -c imports from there).
+# process of its own started in the checkout measured (python -c imports from there; api.server
+# is the same before and after engine/ was split into packages).
 STEADY = """
 import sys, time
 from jobqueue_demo import api
-from jobqueue_demo.engine.server import open_server
 from jobqueue_demo.explore.search import DepthFirst, ExploreOptions, ScheduleRunner, Space
-with open_server(sys.argv[2]) as server:
+with api.server(sys.argv[2]) as server:
     scenario = api.for_server(api.load(sys.argv[1]), server)
     with ScheduleRunner(Space(scenario, ()), server, ExploreOptions(jobs=1)) as runner:
         source, count = DepthFirst(None), 0

@@ -17,10 +17,10 @@ import threading
 import time
 from pathlib import Path
 
+from jobqueue_demo.engine.seam import open_server
 from jobqueue_demo.run import events as ev
-from jobqueue_demo.scenario.loader import load_scenario
 from jobqueue_demo.run.driver import Run
-from jobqueue_demo.engine.server import open_server
+from jobqueue_demo.scenario.loader import load_scenario
 
 SCENARIO = Path(__file__).resolve().parent / "wait.yaml"
 ANCHOR_POLL_S = 0.010

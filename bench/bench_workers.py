@@ -30,9 +30,9 @@ from pathlib import Path
 # Run as a plain script from a checkout, without installing the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobqueue_demo.engine.server import open_server  # noqa: E402
-from jobqueue_demo.workers.sweep import SWEEPABLE, SweepConfig, SweepResult, parse_counts, parse_names, sweep  # noqa: E402
+from jobqueue_demo.engine.seam import open_server  # noqa: E402
 from jobqueue_demo.workers.crew import WorkersConfig, run_workers  # noqa: E402
+from jobqueue_demo.workers.sweep import SWEEPABLE, SweepConfig, SweepResult, parse_counts, parse_names, sweep  # noqa: E402
 
 KILL_STRATEGIES = ("skip-locked", "for-update", "lease", "lease-heartbeat")
 

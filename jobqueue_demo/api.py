@@ -7,9 +7,10 @@ import os
 from collections.abc import Callable
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
+from .engine.seam import DEFAULT_ENGINE, entry_of, seam_of_dsn
+from .engine.seam import ENGINE_NAMES as ENGINE_NAMES  # the CLI's list of engines
 from .errors import RecordError, ScenarioError, StuckError, StuckRun
 
 if TYPE_CHECKING:
@@ -52,11 +53,11 @@ def server(
     from dataclasses import replace
 
     from .engine.leftovers import sweep_dirs
-    from .engine.server import open_server
+    from .engine.seam import open_server
 
     sweep_dirs()
     if cluster:
-        if engine == "postgresql":
+        if engine not in (None, DEFAULT_ENGINE):
             from .errors import UsageError
 
             raise UsageError("a Galera cluster is MariaDB's: --cluster (or a cluster lesson) runs without --engine postgresql")
@@ -71,9 +72,8 @@ def server(
 
 @contextmanager
 def _cluster(dsn: str | None, size: int, nodes: tuple[str, ...]):
-    from dataclasses import replace
 
-    from .engine.cluster import open_cluster
+    from .engine.galera.cluster import open_cluster
     from .errors import UsageError
 
     if dsn:
@@ -86,12 +86,9 @@ def _cluster(dsn: str | None, size: int, nodes: tuple[str, ...]):
     with open_cluster(size, list(nodes)) as cluster:
         first = cluster.node(1)
         if not first.embedded:
-            from .engine.leftovers import sweep_server
-
             # Runs hold their named lock on node 1, where they make their scratch database.
-            with closing(first.params.connect(database=None)) as conn:
-                sweep_server(conn)
-        yield replace(first, nodes=tuple(node.params for node in cluster.nodes))
+            first.seam.sweep(first.params)
+        yield cluster.as_server()
 
 
 def split_dsns(dsn: str | list[str] | None) -> tuple[str | None, tuple[str, ...]]:
@@ -101,7 +98,7 @@ def split_dsns(dsn: str | list[str] | None) -> tuple[str | None, tuple[str, ...]
         return None, ()
     if len(given) == 1 and not given[0].lstrip().startswith("node"):
         return given[0], ()  # the cluster module (and socket) stay unimported on a plain run
-    from .engine.cluster import NODE_DSN
+    from .engine.galera.cluster import NODE_DSN
     from .errors import UsageError
 
     nodes = tuple(d for d in given if NODE_DSN.match(d.strip()))
@@ -122,10 +119,9 @@ def note_interrupt() -> None:
 def cleanup(dsn: str | None, dry_run: bool, cache: bool):
     """List, and unless `dry_run` remove, what killed runs left on the server and this machine:
     one Sweep (engine/leftovers.py) of them all."""
+    from .engine.dsn import DSN_ENV
     from .engine.leftovers import Sweep, sweep_cache, sweep_dirs
-    from .engine.seam import seam_of_dsn
-    from .engine.embedded import cache_root
-    from .engine.server import DSN_ENV
+    from .engine.throwaway import cache_root
 
     sweeps = [sweep_dirs(dry_run)]
     dsn = dsn or os.environ.get(DSN_ENV) or None
@@ -137,24 +133,23 @@ def cleanup(dsn: str | None, dry_run: bool, cache: bool):
     return Sweep([f for s in sweeps for f in s.found], [p for s in sweeps for p in s.problems])
 
 
-def engine_of(server) -> str:
-    """The server's engine, "mysql" (MariaDB, MySQL) or "postgresql"."""
-    return getattr(server, "engine", "mysql")
+def check_engine_name(name: str) -> None:
+    """A UsageError unless `name` is in the registry of engines (engine/seam.py)."""
+    entry_of(name)
 
 
 def for_server(scenario: Scenario, server) -> Scenario:
     """The lesson as written for this server's engine; UsageError when it is not written for it."""
-    return scenario.for_engine(engine_of(server))
+    return scenario.for_engine(server.engine)
 
 
 def engine_target(dsn: str | None, engine: str | None) -> str:
     """The engine the server will be of, known before it starts: the DSN's, else `engine`,
-    else $JOBQUEUE_DEMO_DSN's, else mysql (as engine/server.py open_server chooses)."""
-    from .engine.seam import seam_of_dsn
-    from .engine.server import DSN_ENV
+    else $JOBQUEUE_DEMO_DSN's, else mysql (as engine/mysql/server.py open_server chooses)."""
+    from .engine.dsn import DSN_ENV
 
     dsn = dsn or (None if engine else os.environ.get(DSN_ENV) or None)
-    return seam_of_dsn(dsn).name if dsn else engine or "mysql"
+    return seam_of_dsn(dsn).name if dsn else engine or DEFAULT_ENGINE
 
 
 def check_engine(scenarios, dsn: str | None, engine: str | None) -> None:
@@ -217,9 +212,9 @@ def record(scenario: Scenario, server, step_timeout: float) -> int:
     file is left as it was.
     """
     from .run.record import rewrite
+    from .run.verify import check, outcomes
     from .safe_write import check_writable, write_file
     from .scenario.loader import scenario_from_text
-    from .run.verify import check, outcomes
 
     check_writable(scenario.path)
     scenario = for_server(scenario, server)
@@ -254,7 +249,8 @@ def lesson_page(scenario: Scenario, server, step_timeout: float, fmt: str, show_
     """Run and verify the scenario, then render its lesson page; a page is only ever made
     from a run that met every expectation."""
     from .errors import ExpectationsNotMet
-    from .render.export import LessonFacts, render_page
+    from .render.export import LessonFacts
+    from .render.pages import render_page
 
     scenario = for_server(scenario, server)
     report = run(scenario, server, step_timeout, show_locks=show_locks)
@@ -278,7 +274,8 @@ def lesson_page_engines(
     from dataclasses import replace
 
     from .errors import ExpectationsNotMet, UsageError
-    from .render.export import LessonFacts, render_page
+    from .render.export import LessonFacts
+    from .render.pages import render_page
 
     missing = [e for e in engines if e not in scenario.engines]
     if missing:
@@ -307,13 +304,13 @@ def engine_targets(scenario: Scenario, dsns: list[str]) -> list[tuple[str | None
     if dsns:
         if len(dsns) != 2:
             raise UsageError("give --dsn twice, one server per side, or not at all (the embedded servers)")
-        return [(dsn, "mysql") for dsn in dsns]
+        return [(dsn, seam_of_dsn(dsn).name) for dsn in dsns]
     if len(scenario.engines) < 2:
         raise UsageError(
             f"{scenario.name}: written for {scenario.engines[0]} only; engines: [{scenario.engines[0]}]: nothing to compare"
         )
     # With no DSN, each engine's server is $JOBQUEUE_DEMO_DSN where it is of that engine,
-    # else that engine's embedded one (engine/server.py open_server).
+    # else that engine's embedded one (engine/mysql/server.py open_server).
     return [(None, engine) for engine in scenario.engines[:2]]
 
 
@@ -493,7 +490,14 @@ def sweep_config(
     """A checked SweepConfig from the command's comma-separated values and defaults."""
     from .workers.crew import ISOLATIONS
     from .workers.sweep import (
-        FULL_JOBS, QUICK_JOBS, QUICK_WORKERS, SWEEPABLE, WORKER_COUNTS, SweepConfig, parse_counts, parse_names,
+        FULL_JOBS,
+        QUICK_JOBS,
+        QUICK_WORKERS,
+        SWEEPABLE,
+        WORKER_COUNTS,
+        SweepConfig,
+        parse_counts,
+        parse_names,
         validate_sweep,
     )
 

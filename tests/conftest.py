@@ -12,9 +12,8 @@ import tempfile
 from contextlib import closing
 from pathlib import Path
 
-import pytest
-
 import fast_subset
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL_DSN = os.environ.get("JOBQUEUE_DEMO_TEST_DSN", "mysql://root@127.0.0.1:3306/test")
@@ -46,7 +45,7 @@ def server_tmp():
 
 @pytest.fixture(scope="session")
 def embedded():
-    from jobqueue_demo.engine.server import open_server
+    from jobqueue_demo.engine.seam import open_server
 
     with open_server(None) as info:
         yield info
@@ -55,7 +54,7 @@ def embedded():
 @pytest.fixture(scope="session")
 def galera_cluster():
     """A private 3-node Galera cluster for the whole test session."""
-    from jobqueue_demo.engine.cluster import EmbeddedCluster
+    from jobqueue_demo.engine.galera.cluster import EmbeddedCluster
     from jobqueue_demo.errors import ServerError
 
     try:
@@ -68,9 +67,9 @@ def galera_cluster():
 @pytest.fixture(scope="session")
 def galera(galera_cluster):
     """Node 1's ServerInfo with the cluster's nodes, as `--cluster 3` hands it to a run."""
-    from jobqueue_demo.engine.server import server_info
+    from jobqueue_demo.engine.galera.engine import ENGINE
 
-    info = server_info(galera_cluster.params[0], embedded=True)
+    info = ENGINE.server_info(galera_cluster.params[0], embedded=True)
     return dataclasses.replace(info, nodes=tuple(galera_cluster.params))
 
 
@@ -78,7 +77,7 @@ def galera(galera_cluster):
 def local():
     if not local_server_reachable():
         pytest.skip("no server on 127.0.0.1:3306")
-    from jobqueue_demo.engine.server import open_server
+    from jobqueue_demo.engine.seam import open_server
 
     with open_server(LOCAL_DSN) as info:
         yield info
@@ -97,7 +96,7 @@ def local_pg_reachable() -> bool:
 
 def pg_binaries_missing() -> str | None:
     """Why the embedded PostgreSQL cannot start here, or None."""
-    from jobqueue_demo.engine.pg_server import find_binaries
+    from jobqueue_demo.engine.postgresql.embedded import find_binaries
     from jobqueue_demo.errors import ServerError
 
     try:
@@ -116,7 +115,7 @@ def skip_without_pg() -> None:
 @pytest.fixture(scope="session")
 def pg_embedded():
     skip_without_pg()
-    from jobqueue_demo.engine.server import open_server
+    from jobqueue_demo.engine.seam import open_server
 
     with open_server(None, engine="postgresql") as info:
         yield info
@@ -126,7 +125,7 @@ def pg_embedded():
 def pg_local():
     if not local_pg_reachable():
         pytest.skip("no PostgreSQL on 127.0.0.1:5432")
-    from jobqueue_demo.engine.server import open_server
+    from jobqueue_demo.engine.seam import open_server
 
     with open_server(LOCAL_PG_DSN) as info:
         yield info
@@ -185,8 +184,8 @@ def left_behind(info, before: set[str]) -> set[str]:
     run's named lock (the database's name, a snapshot's without its suffix) until it has
     dropped it, so one left behind is one whose lock is free.
     """
-    from jobqueue_demo.engine import control
-    from jobqueue_demo.engine.scratch import SNAPSHOT_SUFFIX
+    from jobqueue_demo.engine.mysql import control
+    from jobqueue_demo.engine.naming import SNAPSHOT_SUFFIX
 
     new = scratch_databases(info) - before
     with closing(info.params.connect()) as conn:

@@ -71,7 +71,7 @@ def test_commands_go_through_the_api(path):
 
 def test_the_checker_sees_relative_imports():
     found = dict(imports(PACKAGE / "run" / "driver.py"))
-    assert "jobqueue_demo.engine.session" in found and "jobqueue_demo.errors" in found
+    assert "jobqueue_demo.engine.seam" in found and "jobqueue_demo.errors" in found
 
 
 def _is_module(name: str) -> bool:
@@ -119,8 +119,185 @@ def test_no_module_reaches_into_another(path):
 
 
 def test_the_checker_sees_a_private_reach():
-    source = "from . import embedded as emb\nfrom .server import _pg_server_info\nemb._summary('')\n"
-    assert private_reaches(source, "jobqueue_demo.engine") == [
-        "2: from jobqueue_demo.engine.server import _pg_server_info",
-        "3: emb._summary",
+    source = "from . import embedded as emb\nfrom .server import _whole_seconds\nemb._kill_group('')\n"
+    assert private_reaches(source, "jobqueue_demo.engine.mysql") == [
+        "2: from jobqueue_demo.engine.mysql.server import _whole_seconds",
+        "3: emb._kill_group",
     ]
+
+
+# -- engine/: one package per engine behind the typed seam ----------------------------------
+
+ENGINE = "jobqueue_demo.engine"
+# Above engine/, what run/, explore/ and workers/ may know of it: the seam and its values.
+SEAM_ONLY = {"run", "explore", "workers"}
+ENGINE_FACES = {ENGINE, f"{ENGINE}.seam", f"{ENGINE}.types"}
+ENGINE_PACKAGES = ("mysql", "postgresql", "galera")
+
+
+def module_of(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def runtime_imports(path: Path) -> list[tuple[str, int]]:
+    """As imports(), but only what runs: an import under `if TYPE_CHECKING:` never executes."""
+    tree = ast.parse(path.read_text())
+    skipped = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+    }
+    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+    if path.name == "__init__.py":
+        package = module_of(path)
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            for alias in node.names:
+                name = f"{base}.{alias.name}"
+                found.append((name if _is_module(name) else base, node.lineno))
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of ours it imports, lazy imports (inside functions) included."""
+    return {
+        module_of(path): {m for m, _ in runtime_imports(path) if m.startswith("jobqueue_demo") and m != module_of(path)}
+        for path in SOURCES
+    }
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            part = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                part.append(top)
+                if top == node:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_import_cycle_lazy_imports_included():
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_check_sees_a_lazy_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    lazy = "def f():\n    from .server import x\n"
+    path = PACKAGE / "engine" / "mysql" / "lazy_probe.py"
+    try:
+        path.write_text(lazy)
+        assert ("jobqueue_demo.engine.mysql.server", 2) in runtime_imports(path)
+    finally:
+        path.unlink()
+
+
+@pytest.mark.parametrize("layer_name", sorted(SEAM_ONLY))
+def test_run_explore_and_workers_see_only_the_seam_and_its_values(layer_name):
+    for path in sorted((PACKAGE / layer_name).rglob("*.py")):
+        for module, line in imports(path):
+            if module == ENGINE or module.startswith(ENGINE + "."):
+                assert module in ENGINE_FACES, f"{path.relative_to(PACKAGE)}:{line} imports {module}, not engine/seam.py or types.py"
+
+
+def test_types_import_nothing_else_of_the_engine():
+    for module, line in runtime_imports(PACKAGE / "engine" / "types.py"):
+        assert not module.startswith(ENGINE), f"engine/types.py:{line} imports {module}"
+
+
+@pytest.mark.parametrize(
+    "package, never",
+    [
+        ("postgresql", ("mysql", "galera")),
+        ("mysql", ("postgresql", "galera")),
+        ("galera", ("postgresql",)),
+    ],
+)
+def test_an_engine_package_imports_no_other_engine(package, never):
+    """PostgreSQL imports nothing of MySQL; a Galera cluster is MariaDB's, and MariaDB knows no cluster."""
+    for path in sorted((PACKAGE / "engine" / package).glob("*.py")):
+        for module, line in imports(path):
+            for other in never:
+                assert not module.startswith(f"{ENGINE}.{other}"), f"engine/{package}/{path.name}:{line} imports {module}"
+
+
+def test_no_engine_module_imports_the_seam():
+    """The seam loads the engines; an engine that imported it back would close a circle."""
+    for path in sorted((PACKAGE / "engine").rglob("*.py")):
+        if path.name == "seam.py":
+            continue
+        for module, line in runtime_imports(path):
+            assert module != f"{ENGINE}.seam", f"{path.relative_to(PACKAGE)}:{line} imports the seam"
+
+
+def engines_behind_the_seam():
+    from jobqueue_demo.engine.galera.engine import ENGINE as GALERA
+    from jobqueue_demo.engine.seam import ENGINES
+
+    return [entry.load() for entry in ENGINES.values()] + [GALERA]
+
+
+def protocol_members(protocol) -> set[str]:
+    return {name for name in vars(protocol) if not name.startswith("_")} | set(protocol.__annotations__)
+
+
+def test_every_engine_implements_the_seam():
+    from jobqueue_demo.engine.seam import Engine
+
+    wanted = protocol_members(Engine)
+    for engine in engines_behind_the_seam():
+        missing = sorted(name for name in wanted if not hasattr(engine, name))
+        assert missing == [], f"{type(engine).__name__} lacks {missing}"
+
+
+def test_the_registry_is_the_one_list_of_engines():
+    """Each registered engine is a package of its own whose engine.py gives the seam; no
+    module above engine/ compares with an engine's name as a literal: it asks the seam."""
+    from jobqueue_demo.engine.seam import ENGINES
+
+    for name, entry in ENGINES.items():
+        assert (PACKAGE / "engine" / name / "engine.py").is_file() and entry.load().name == name
+    for path in SOURCES:
+        if path.relative_to(PACKAGE).parts[0] == "engine":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                literals = [c.value for c in (node.left, *node.comparators) if isinstance(c, ast.Constant)]
+                assert not set(literals) & set(ENGINES), f"{path.relative_to(PACKAGE)}:{node.lineno} compares with an engine's name"

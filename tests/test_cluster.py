@@ -12,12 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import cli, write_lesson
+
 from jobqueue_demo import api as core
-from jobqueue_demo.engine import control, mysql_errors
-from jobqueue_demo.engine.cluster import EmbeddedCluster, parse_node_dsns
+from jobqueue_demo.engine.galera.cluster import EmbeddedCluster, parse_node_dsns
 from jobqueue_demo.engine.leftovers import sweep_dirs
+from jobqueue_demo.engine.mysql import control
+from jobqueue_demo.engine.mysql import errors as mysql_errors
 from jobqueue_demo.errors import ScenarioError, ServerError, UsageError
 from jobqueue_demo.run import events as ev
 from jobqueue_demo.scenario.loader import load_scenario
@@ -88,7 +89,7 @@ def alive(pid: int) -> bool:
 
 def test_sigkill_of_the_starter_ends_every_node_and_the_sweep_removes_its_directory(cluster):
     code = (
-        "from jobqueue_demo.engine.cluster import EmbeddedCluster\n"
+        "from jobqueue_demo.engine.galera.cluster import EmbeddedCluster\n"
         "c = EmbeddedCluster(2)\n"
         "c.start()\n"
         "print(c.workdir, *[n.process.pid for n in c.nodes], flush=True)\n"
@@ -437,7 +438,7 @@ def test_a_brute_force_abort_is_told_as_one_not_as_a_deadlock(tmp_path, galera, 
 
 
 def test_a_workers_thread_is_seen_and_killed_on_its_own_node(galera):
-    from jobqueue_demo.engine.node_waits import on_node
+    from jobqueue_demo.engine.types import on_node
     from jobqueue_demo.workers.crew import Scratch
 
     with Scratch(galera) as scratch:
@@ -472,10 +473,11 @@ def test_workers_killed_on_a_cluster_are_watched_on_their_nodes_and_every_node_c
 
 
 def test_each_cause_of_a_1213_has_its_own_note():  # no cluster needed: the note for each cause
-    from jobqueue_demo.engine.result import Result, SqlError
+    from jobqueue_demo.engine.mysql.errors import MySqlError
+    from jobqueue_demo.engine.types import Result
     from jobqueue_demo.render.transcript import event_lines
 
-    error = Result(error=SqlError(mysql_errors.ER_LOCK_DEADLOCK, "40001", "Deadlock found"))
+    error = Result(error=MySqlError(mysql_errors.ER_LOCK_DEADLOCK, "40001", "Deadlock found"))
     notes = {}
     for cause in (None, "deadlock", "certification failure", "brute-force abort"):
         event = ev.Completed(0, "B@2", "COMMIT;", None, error, 0.0, rollback=cause)

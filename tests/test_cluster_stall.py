@@ -8,13 +8,13 @@ import json
 import threading
 
 import pytest
-
 from conftest import cli, run_cli
-from jobqueue_demo.engine import control
+from test_cluster import node_dsns
+
+from jobqueue_demo.engine.mysql import control
 from jobqueue_demo.errors import WorkersStuck
 from jobqueue_demo.workers.crew import WorkersConfig, run_workers
 from jobqueue_demo.workers.stall import FLOW_CONTROL_NOTE
-from test_cluster import node_dsns
 
 # Worker i is on node i mod 3 + 1, so each node has two of these six. Under FOR UPDATE one of
 # them claims job 1 and works 10 s in its transaction; the other waits for it on that node

@@ -8,10 +8,14 @@ import json
 import re
 
 from conftest import ROOT, cli, dsn_env, dsn_of
-from jobqueue_demo import api as core
-from jobqueue_demo.run import events as ev
-from jobqueue_demo.engine.deadlock import GAP, INSERT_INTENTION, NEXT_KEY, RECORD, latest_deadlock
 from test_teaching import browse, chromium  # noqa: F401  chromium is a fixture
+
+from jobqueue_demo import api as core
+from jobqueue_demo.engine.mysql.deadlock import latest_deadlock
+from jobqueue_demo.engine.types import GAP_ONLY as GAP
+from jobqueue_demo.engine.types import INSERT_INTENTION_ONLY as INSERT_INTENTION
+from jobqueue_demo.engine.types import NEXT_KEY, RECORD
+from jobqueue_demo.run import events as ev
 
 DATA = ROOT / "tests" / "data"
 INT_KEYS = {("jobs", "PRIMARY"): "int(11)"}
@@ -128,8 +132,8 @@ def test_another_clients_deadlock_is_not_told_as_ours(embedded):
     On the private embedded server, the latest one is the run's own."""
     from contextlib import closing
 
-    from jobqueue_demo.engine.deadlock import read_deadlock
-    from jobqueue_demo.engine.waits import WaitMonitor
+    from jobqueue_demo.engine.mysql.deadlock import read_deadlock
+    from jobqueue_demo.engine.mysql.waits import WaitMonitor
 
     report = core.run(core.load("deadlock"), embedded, 10.0)
     told = _victim(report).deadlock

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from jobqueue_demo.engine import mysql_errors, pg_errors
+from jobqueue_demo.engine.mysql import errors as mysql_errors
+from jobqueue_demo.engine.postgresql import errors as pg_errors
+from jobqueue_demo.engine.seam import ENGINE_NAMES as ENGINES
 from jobqueue_demo.scenario import loader
-from jobqueue_demo.scenario.model import ENGINES, FAULT_ACTIONS, INVARIANT_HOLDS, ISOLATION_LEVELS
+from jobqueue_demo.scenario.model import FAULT_ACTIONS, INVARIANT_HOLDS, ISOLATION_LEVELS
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMAT = (ROOT / "docs" / "scenario-format.md").read_text()

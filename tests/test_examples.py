@@ -17,7 +17,6 @@ import subprocess
 from collections import Counter
 
 import pytest
-
 from conftest import dsn_of, local_server_reachable
 from examples import help_blocks, readme_blocks, run_pasted
 
@@ -43,7 +42,7 @@ LOCAL_SERVER = "127.0.0.1:3306"
 
 def galera_installed() -> bool:
     """Whether the cluster examples can start their embedded Galera cluster here."""
-    from jobqueue_demo.engine.cluster import find_provider
+    from jobqueue_demo.engine.galera.cluster import find_provider
     from jobqueue_demo.errors import ServerError
 
     try:

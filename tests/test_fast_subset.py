@@ -32,7 +32,7 @@ class Terminal:
 
 @pytest.fixture
 def own_server():
-    from jobqueue_demo.engine.embedded import EmbeddedServer
+    from jobqueue_demo.engine.mysql.embedded import EmbeddedServer
 
     with EmbeddedServer() as server:
         yield server

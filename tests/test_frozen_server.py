@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, skip_without_pg
 
 STEP_TIMEOUT_S = 3
@@ -18,7 +17,7 @@ STEP_TIMEOUT_S = 3
 
 @pytest.fixture
 def private_server():
-    from jobqueue_demo.engine.embedded import EmbeddedServer
+    from jobqueue_demo.engine.mysql.embedded import EmbeddedServer
 
     server = EmbeddedServer()
     server.start()
@@ -106,7 +105,7 @@ def script_on_a_frozen_server(script: str, server) -> tuple[str, str]:
 
 SILENT_SERVER = """
 import sys, threading
-from jobqueue_demo.engine.server import parse_dsn
+from jobqueue_demo.engine.mysql.server import parse_dsn
 from jobqueue_demo.errors import ServerError
 
 params = parse_dsn(sys.argv[1])
@@ -138,7 +137,7 @@ def test_a_frozen_postgresql_is_waited_for_no_longer_than_the_answer_timeout_and
     """As on MariaDB above: before, every connect waited 5 s whatever --step-timeout said, and
     stopping the frozen server 10 s more: explore on it took 21 s with --step-timeout 2."""
     skip_without_pg()
-    from jobqueue_demo.engine.pg_server import EmbeddedPostgres
+    from jobqueue_demo.engine.postgresql.embedded import EmbeddedPostgres
     from jobqueue_demo.errors import ServerError
 
     server = EmbeddedPostgres()
@@ -181,8 +180,8 @@ def test_workers_on_a_frozen_server_exit_3_not_as_a_stall(private_server, option
 INVARIANT_ON_A_SILENT_SERVER = """
 import sys, threading, time
 from jobqueue_demo import api
-from jobqueue_demo.engine.server import parse_dsn
-from jobqueue_demo.engine.session import answer
+from jobqueue_demo.engine.mysql.server import parse_dsn
+from jobqueue_demo.engine.mysql.session import answer
 
 conn = parse_dsn(sys.argv[1]).connect(answer_timeout=600)
 print("frozen", flush=True)

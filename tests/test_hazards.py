@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from conftest import cli, dsn_of
 from test_server import rows as rows_of
+
+from jobqueue_demo.engine.mysql.embedded import EmbeddedServer
+from jobqueue_demo.engine.mysql.server import parse_dsn
 from jobqueue_demo.errors import UsageError
-from jobqueue_demo.engine.embedded import EmbeddedServer
-from jobqueue_demo.engine.server import parse_dsn
 
 TWO_STEPS = """\
 title: Two steps, a pause between them

@@ -4,15 +4,14 @@ server stopped, exit 128 + the signal's number (130 for Ctrl-C), the signal name
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 
 import pytest
-
 from conftest import LOCAL_DSN, ROOT, dsn_env, local_server_reachable, scratch_databases
 
 
@@ -88,7 +87,7 @@ def test_ctrl_c_during_setup_on_postgresql_drops_what_was_made(pg_embedded, args
     """Ctrl-C while the server runs the run's CREATE ROLE or CREATE DATABASE: the statement
     completes on the server after the signal, and the clean-up must still drop what it made.
     The moment is made certain by holding the catalog the statement writes."""
-    from jobqueue_demo.engine import pg_control as control
+    from jobqueue_demo.engine.postgresql import control
 
     dsn = f"postgresql://postgres@localhost/postgres?host={pg_embedded.params.socket_dir}"
     holder = pg_embedded.params.connect()
@@ -139,7 +138,7 @@ def test_ctrl_c_in_explore_prints_the_schedules_run_so_far(embedded):
 def test_a_statement_of_a_run_killed_on_postgresql_ends_and_the_next_sweep_drops_the_run(pg_embedded, tmp_path):
     """kill -9 of the CLI while a statement runs: the server ran it to its end (pg_sleep(600)),
     and while it ran, its run counted as alive: its database and role outlived every later run."""
-    from jobqueue_demo.engine import pg_control as control
+    from jobqueue_demo.engine.postgresql import control
 
     dsn = f"postgresql://postgres@localhost/postgres?host={pg_embedded.params.socket_dir}"
     path = tmp_path / "long.yaml"

@@ -9,12 +9,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import LOCAL_DSN, ROOT, cli, local_server_reachable
+
 from jobqueue_demo import api as core
+from jobqueue_demo.engine.mysql import errors as mysql_errors
 from jobqueue_demo.run import events as ev
 from jobqueue_demo.scenario import catalogue, lessons
-from jobqueue_demo.engine import mysql_errors
 
 LESSONS = sorted((ROOT / "scenarios").glob("*.yaml"))
 # Another engineer's exploration scenarios check invariants rather than teach a claim.

@@ -5,13 +5,13 @@ with file:line:column, before any connection."""
 from __future__ import annotations
 
 import pytest
+from test_loader import load_fails, write
 
-from jobqueue_demo.engine.result import SqlError
+from jobqueue_demo.engine.mysql.errors import MySqlError
+from jobqueue_demo.engine.postgresql.errors import PgError
 from jobqueue_demo.errors import UsageError
 from jobqueue_demo.scenario.loader import load_scenario
 from jobqueue_demo.scenario.model import Narration
-
-from test_loader import load_fails, write
 
 BOTH = "title: t\nengines: [mysql, postgresql]\nsessions: [A, B]\n"
 
@@ -40,10 +40,10 @@ invariants:
 verified: {mysql: MariaDB 10.11.19 on 2026-12-03, postgresql: PostgreSQL 15.20 on 2026-12-04}
 """
 
-NOWAIT_MYSQL = SqlError(1205, "HY000", "Lock wait timeout exceeded")
-NOWAIT_PG = SqlError(0, "55P03", 'could not obtain lock on row in relation "jobs"')
+NOWAIT_MYSQL = MySqlError(1205, "HY000", "Lock wait timeout exceeded")
+NOWAIT_PG = PgError(0, "55P03", 'could not obtain lock on row in relation "jobs"')
 # MySQL's deadlock carries SQLSTATE 40001, PostgreSQL's serialization failure.
-DEADLOCK_MYSQL = SqlError(1213, "40001", "Deadlock found when trying to get lock")
+DEADLOCK_MYSQL = MySqlError(1213, "40001", "Deadlock found when trying to get lock")
 
 
 @pytest.fixture
@@ -87,7 +87,7 @@ def test_a_mysql_expectation_never_matches_by_sqlstate(tmp_path):
     path = write(tmp_path, BOTH + "steps:\n  - A: SELECT 1;\n    expect: {mysql: {error: 1205}, postgresql: {error: 40001}}\n")
     mysql, pg = load_scenario(path).for_engine("mysql"), load_scenario(path).for_engine("postgresql")
     assert not mysql.steps[0].expect.error.matches(DEADLOCK_MYSQL)  # 1213 carries SQLSTATE 40001
-    assert pg.steps[0].expect.error.matches(SqlError(0, "40001", "could not serialize access"))
+    assert pg.steps[0].expect.error.matches(PgError(0, "40001", "could not serialize access"))
 
 
 def test_record_sees_the_other_engines_expectations(both):

@@ -6,13 +6,14 @@ import io
 from contextlib import closing, redirect_stdout
 
 import pytest
-
 from conftest import LOCAL_DSN, ROOT, cli, dsn_of, left_behind, scratch_databases
+
 from jobqueue_demo import api as core
-from jobqueue_demo.engine import control
-from jobqueue_demo.engine import embedded as engine_server
-from jobqueue_demo.engine.embedded import Throwaway
 from jobqueue_demo.cli.matrix import lesson_matrix
+from jobqueue_demo.engine import throwaway
+from jobqueue_demo.engine.mysql import control
+from jobqueue_demo.engine.mysql import embedded as engine_server
+from jobqueue_demo.engine.throwaway import Throwaway
 from jobqueue_demo.errors import UsageError
 from jobqueue_demo.run.matrix import parse_axes
 
@@ -123,7 +124,7 @@ def test_a_read_only_variable_is_refused_on_a_shared_server(local, tmp_path):
 
 
 def test_a_read_only_variable_the_cached_data_directory_cannot_start_with_is_refused(embedded):
-    template = engine_server.cache_root() / engine_server.find_server_binary().template_key
+    template = throwaway.cache_root() / engine_server.find_server_binary().template_key
     inode, running = template.stat().st_ino, set(Throwaway.alive)
     with pytest.raises(UsageError, match=r"^--matrix: the embedded server exited .* uses page size 16384"):
         lesson_matrix([core.load("nowait")], embedded, ["innodb_page_size=4k"], 10.0)

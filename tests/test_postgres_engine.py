@@ -14,12 +14,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from conftest import LOCAL_PG_DSN, ROOT, cli, local_pg_reachable, pg_binaries_missing, reachable_tmp
+from test_interrupt import interrupt_while_waiting, start
+
 from jobqueue_demo import api as core
 from jobqueue_demo.errors import StuckError
 from jobqueue_demo.run import events as ev
-from test_interrupt import interrupt_while_waiting, start
 
 DATA = ROOT / "tests" / "data" / "postgresql"
 MISSING = pg_binaries_missing()
@@ -160,7 +160,7 @@ def test_the_scratch_database_and_role_are_dropped(pg):
 
 
 def test_snapshot_restores_rows_and_sequences(pg_embedded):
-    from jobqueue_demo.engine.pg_session import answer
+    from jobqueue_demo.engine.postgresql.session import answer
 
     scratch = pg_embedded.seam.scratch(pg_embedded)
     scratch.open()
@@ -258,7 +258,7 @@ def test_show_locks_is_refused_in_one_line():
 
 
 def test_scenario_sql_runs_as_the_per_run_role(pg):
-    from jobqueue_demo.engine.pg_session import answer
+    from jobqueue_demo.engine.postgresql.session import answer
 
     scratch = pg.seam.scratch(pg)
     scratch.open()
@@ -273,8 +273,8 @@ def test_scenario_sql_runs_as_the_per_run_role(pg):
 
 
 def test_cleanup_drops_a_dead_runs_database_and_role_only(pg_local):
-    from jobqueue_demo.engine.pg_control import execute, flag, quote
-    from jobqueue_demo.engine.scratch import new_name
+    from jobqueue_demo.engine.naming import new_name
+    from jobqueue_demo.engine.postgresql.control import execute, flag, quote
 
     dead, locked, elsewhere = new_name(), new_name(), new_name()
     admin = pg_local.params.connect()
@@ -401,7 +401,7 @@ def signal_all(postmaster: int, signum: int) -> None:
 @pytest.fixture
 def frozen_pg():
     """A private PostgreSQL, to be frozen whole (SIGSTOP) by the test."""
-    from jobqueue_demo.engine.pg_server import EmbeddedPostgres
+    from jobqueue_demo.engine.postgresql.embedded import EmbeddedPostgres
 
     server = EmbeddedPostgres()
     server.start()
@@ -583,7 +583,7 @@ def test_matrix_is_refused_in_one_line_on_postgresql():
 def test_a_dsn_role_that_is_no_superuser(pg_local):
     """CREATEDB and CREATEROLE are enough: the run's role is granted to it, so it may cancel
     and end the sessions' backends and reset their tables; without CREATEROLE, one line."""
-    from jobqueue_demo.engine.pg_control import execute, quote
+    from jobqueue_demo.engine.postgresql.control import execute, quote
 
     # Not named like a run's role (jqd_...): another suite's sweep on this shared server would
     # drop it under the test.
@@ -618,8 +618,8 @@ def _segments() -> set[tuple[str, str]]:
 def test_a_killed_embedded_postgresql_leaves_no_shared_memory():
     """SIGKILL of the postmaster skips its own clean-up: its System V segment stayed until
     the machine restarted, and its dynamic shared memory in /dev/shm with it."""
-    from jobqueue_demo.engine import pg_control as control
-    from jobqueue_demo.engine.pg_server import EmbeddedPostgres
+    from jobqueue_demo.engine.postgresql import control
+    from jobqueue_demo.engine.postgresql.embedded import EmbeddedPostgres
 
     server = EmbeddedPostgres()
     server.start()

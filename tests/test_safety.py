@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import LOCAL_DSN, ROOT, cli, dsn_of, local_server_reachable
 
 NEW_RUN = re.compile(r"^jqd_[0-9a-f]{16}$")
@@ -60,7 +59,7 @@ class HeldRun:
 
 
 def _root():
-    from jobqueue_demo.engine.server import parse_dsn
+    from jobqueue_demo.engine.mysql.server import parse_dsn
 
     return parse_dsn(LOCAL_DSN).connect(database=None)
 
@@ -405,7 +404,8 @@ def test_bad_values_are_usage_errors(args):
 def test_cleanup_cache_removes_templates(tmp_path):
     """A damaged template is rebuilt by the next run (test_template_recovery.py); cleanup
     --cache removes templates on demand."""
-    from jobqueue_demo.engine.embedded import CACHE_DIR_NAME, TEMPLATE_META, find_server_binary
+    from jobqueue_demo.engine.mysql.embedded import TEMPLATE_META, find_server_binary
+    from jobqueue_demo.engine.throwaway import CACHE_DIR_NAME
 
     template = tmp_path / CACHE_DIR_NAME / find_server_binary().template_key
     template.mkdir(parents=True)

@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, cli, dsn_env
 
 # The CLI in a fresh interpreter that reports its own peak RSS (KiB) on its last stderr line.
@@ -153,7 +152,7 @@ def test_a_row_too_big_drops_the_connection_instead_of_growing_the_process(tmp_p
 
 def test_the_client_reads_rows_up_to_the_row_cap():
     from jobqueue_demo.engine.caps import MAX_ROW_BYTES
-    from jobqueue_demo.engine.server import CLIENT_OPTIONS
+    from jobqueue_demo.engine.mysql.server import CLIENT_OPTIONS
 
     with open(CLIENT_OPTIONS) as f:
         assert f"max_allowed_packet={MAX_ROW_BYTES}\n" in f.read()

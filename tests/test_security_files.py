@@ -11,7 +11,6 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
-
 from conftest import LOCAL_DSN, LOCAL_PG_DSN, cli, dsn_env, local_pg_reachable, local_server_reachable
 
 # -- the sweep drops only what the tool made ------------------------------------------------
@@ -32,8 +31,8 @@ def _sweep_and_run(dsn: str) -> None:
 
 @pytest.mark.skipif(not local_pg_reachable(), reason="no PostgreSQL on 127.0.0.1:5432")
 def test_postgresql_sweep_keeps_a_look_alike_database():
-    from jobqueue_demo.engine.pg_control import execute, quote, value
-    from jobqueue_demo.engine.pg_server import parse_dsn
+    from jobqueue_demo.engine.postgresql.control import execute, quote, value
+    from jobqueue_demo.engine.postgresql.server import parse_dsn
 
     params, name = parse_dsn(LOCAL_PG_DSN), _look_alike()
     with closing(params.connect()) as admin:
@@ -50,9 +49,9 @@ def test_postgresql_sweep_keeps_a_look_alike_database():
 
 @pytest.mark.skipif(not local_server_reachable(), reason="no server on 127.0.0.1:3306")
 def test_mysql_sweep_keeps_a_look_alike_database():
-    from jobqueue_demo.engine.control import execute, value
-    from jobqueue_demo.engine.scratch import quote
-    from jobqueue_demo.engine.server import parse_dsn
+    from jobqueue_demo.engine.mysql.control import execute, value
+    from jobqueue_demo.engine.mysql.scratch import quote
+    from jobqueue_demo.engine.mysql.server import parse_dsn
 
     name = _look_alike()
     with closing(parse_dsn(LOCAL_DSN).connect(database=None)) as admin:
@@ -255,7 +254,7 @@ def test_postgresql_scenarios_may_name_sql_mode(tmp_path):
 
 def test_the_matrix_keeps_no_dir_in_create(local):
     """--matrix sql_mode=... is the operator's, and still keeps NO_DIR_IN_CREATE."""
-    from jobqueue_demo.engine.control import value
+    from jobqueue_demo.engine.mysql.control import value
     from jobqueue_demo.run.matrix import classify, combinations, parse_axes, session_settings
 
     (combination,) = combinations(classify(local, parse_axes(["sql_mode=ANSI"])))

@@ -18,8 +18,8 @@ import os
 from contextlib import closing
 
 import pytest
-
 from conftest import LOCAL_PG_DSN, cli, dsn_of
+
 from jobqueue_demo.engine.schema_change import changes_schema, may_write_rows
 
 # Creates the role {canary} when its caller may (once); returns true either way.
@@ -111,14 +111,14 @@ def pg_dsn(info) -> str:
 
 
 def role_exists(info, name: str) -> bool:
-    from jobqueue_demo.engine.pg_control import flag, literal
+    from jobqueue_demo.engine.postgresql.control import flag, literal
 
     with closing(info.params.connect()) as conn:
         return flag(conn, f"SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = {literal(name)})")
 
 
 def drop_role(info, name: str) -> None:
-    from jobqueue_demo.engine.pg_control import execute, quote
+    from jobqueue_demo.engine.postgresql.control import execute, quote
 
     with closing(info.params.connect()) as conn:
         execute(conn, f"DROP ROLE IF EXISTS {quote(name)}")
@@ -142,7 +142,7 @@ def test_the_control_connection_resolves_only_catalog_names(pg):
     scratch = pg.seam.scratch(pg)
     scratch.open()
     try:
-        from jobqueue_demo.engine.pg_control import rows
+        from jobqueue_demo.engine.postgresql.control import rows
 
         assert scratch.rows("SHOW search_path") == rows(scratch.admin, "SHOW search_path") == (("",),)
         # A policy of the scenario's is an error there, never run as the DSN's role.
@@ -154,7 +154,7 @@ def test_the_control_connection_resolves_only_catalog_names(pg):
 def test_the_restore_runs_as_the_per_run_role(pg_embedded):
     """Whatever the survey says, the restore's writes fire the scenario's code with the
     scenario's rights: here a trigger that records who wrote the row."""
-    from jobqueue_demo.engine.pg_session import answer
+    from jobqueue_demo.engine.postgresql.session import answer
 
     scratch = pg_embedded.seam.scratch(pg_embedded)
     scratch.open()
@@ -260,7 +260,7 @@ def test_a_step_that_writes_no_row_is_told_apart(sql):
 def test_an_invoker_view_made_behind_a_comment_never_runs_as_root(request, tmp_path, where):
     """A view and a function of SQL SECURITY INVOKER run with the rights of whoever reads or
     writes through them: the restore's DELETE must not be root's, nor take a view for the table."""
-    from jobqueue_demo.engine.control import execute, value
+    from jobqueue_demo.engine.mysql.control import execute, value
 
     info = request.getfixturevalue(where)
     canary = f"canary_pgconfine_{os.urandom(6).hex()}"

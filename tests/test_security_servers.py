@@ -13,7 +13,6 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-
 from conftest import cli, skip_without_pg
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the servers run as a user of their own only when we are root")
@@ -79,7 +78,7 @@ def test_no_local_user_can_join_the_galera_cluster_by_its_name(galera_cluster):
 
 
 def mysql_value_on(conn, sql: str) -> str:
-    from jobqueue_demo.engine import control
+    from jobqueue_demo.engine.mysql import control
 
     return control.text(control.rows(conn, sql)[0][0])
 
@@ -89,7 +88,7 @@ def copy_to_program(info, program: str) -> str | None:
     None when the program succeeded."""
     import psycopg
 
-    from jobqueue_demo.engine.pg_control import literal
+    from jobqueue_demo.engine.postgresql.control import literal
 
     with closing(info.params.connect()) as conn:
         try:
@@ -100,7 +99,7 @@ def copy_to_program(info, program: str) -> str | None:
 
 
 def test_the_embedded_postgresql_runs_as_its_own_user(pg_embedded):
-    from jobqueue_demo.engine import pg_control
+    from jobqueue_demo.engine.postgresql import control as pg_control
 
     with closing(pg_embedded.params.connect()) as conn:
         assert_runs_as_the_server_user(int(pg_control.value(conn, "SELECT pg_backend_pid()")))
@@ -140,7 +139,9 @@ def test_a_run_dir_the_server_user_cannot_enter_is_one_line_and_left_clean():
 @pytest.mark.server  # builds the templates: starts servers through the engine's own code
 def test_the_cached_templates_stay_ours(tmp_path, monkeypatch):
     """The servers' user owns no file of a template every later run starts from."""
-    from jobqueue_demo.engine import cluster, embedded, pg_server
+    from jobqueue_demo.engine.galera import cluster
+    from jobqueue_demo.engine.mysql import embedded
+    from jobqueue_demo.engine.postgresql import embedded as pg_server
     from jobqueue_demo.errors import ServerError
 
     skip_without_pg()

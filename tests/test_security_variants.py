@@ -7,7 +7,6 @@ import secrets
 from contextlib import closing
 
 import pytest
-
 from conftest import cli, dsn_of
 from test_security_pg import CANARY, drop_role, pg_dsn, role_exists
 
@@ -29,7 +28,7 @@ def _dry_sweep_with(info, admin, execute, make: str, remove: str) -> list[str]:
 
 
 def test_postgresql_sweep_keeps_a_database_named_like_a_run_and_a_newline(pg):
-    from jobqueue_demo.engine.pg_control import execute, quote
+    from jobqueue_demo.engine.postgresql.control import execute, quote
 
     name = quote(_newline_look_alike())
     with closing(pg.params.connect()) as admin:
@@ -38,8 +37,8 @@ def test_postgresql_sweep_keeps_a_database_named_like_a_run_and_a_newline(pg):
 
 
 def test_mysql_sweep_keeps_a_user_named_like_a_run_and_a_newline(server):
-    from jobqueue_demo.engine.control import execute
-    from jobqueue_demo.engine.scratch import literal
+    from jobqueue_demo.engine.mysql.control import execute
+    from jobqueue_demo.engine.mysql.scratch import literal
 
     account = f"{literal(_newline_look_alike())}@'jqdtest-nowhere'"
     with closing(server.params.connect(database=None)) as admin:
@@ -80,7 +79,7 @@ invariants:
 def creatrole_dsn(pg_local):
     """A DSN whose role may create roles and databases but is no superuser: it becomes a
     member of each run's role, so it owns the scenario's tables as far as PostgreSQL cares."""
-    from jobqueue_demo.engine.pg_control import execute, quote
+    from jobqueue_demo.engine.postgresql.control import execute, quote
 
     name = f"jqdtest_{secrets.token_hex(8)}"  # no run's name: no sweep takes it
     with closing(pg_local.params.connect()) as admin:
@@ -138,7 +137,7 @@ def test_postgresql_sweep_keeps_a_role_named_like_a_run_that_owns_a_database(pg_
     something elsewhere is not a run's leftover: kept and told, and no run fails for it (the
     sweep starts every run on the server). On the embedded server: on a shared one every other
     suite's runs would meet it too."""
-    from jobqueue_demo.engine.pg_control import execute, quote
+    from jobqueue_demo.engine.postgresql.control import execute, quote
 
     role, database = f"jqd_{secrets.token_hex(8)}", f"jqdtest_{secrets.token_hex(8)}"
     with closing(pg_embedded.params.connect()) as admin:
@@ -156,7 +155,7 @@ def test_postgresql_sweep_keeps_a_role_named_like_a_run_that_owns_a_database(pg_
 def test_an_event_makes_explore_rebuild(server):
     """An event setup made runs its DDL on the server's schedule, between any two steps, where
     no step's text shows it (a shared server may have the event scheduler on)."""
-    from jobqueue_demo.engine.control import execute
+    from jobqueue_demo.engine.mysql.control import execute
 
     scratch = server.seam.scratch(server, multi_statements=True)
     scratch.open()

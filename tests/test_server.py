@@ -15,16 +15,12 @@ from pathlib import Path
 import MySQLdb
 import pytest
 
-from jobqueue_demo.engine import embedded as embedded_module
+from jobqueue_demo.engine.dsn import DSN_ENV
+from jobqueue_demo.engine.mysql import embedded as embedded_module
+from jobqueue_demo.engine.mysql.embedded import EmbeddedServer, ServerBinary, ensure_template, find_server_binary
+from jobqueue_demo.engine.mysql.server import ConnectParams, parse_dsn, parse_version
+from jobqueue_demo.engine.seam import open_server
 from jobqueue_demo.errors import ServerError, UsageError
-from jobqueue_demo.engine.embedded import EmbeddedServer, ServerBinary, ensure_template, find_server_binary
-from jobqueue_demo.engine.server import (
-    DSN_ENV,
-    ConnectParams,
-    open_server,
-    parse_dsn,
-    parse_version,
-)
 
 REPO = Path(__file__).resolve().parent.parent
 LOCAL_DSN = "mysql://root@127.0.0.1:3306"
@@ -342,7 +338,7 @@ def run_python(code: str, env: dict[str, str]) -> subprocess.Popen:
 def test_concurrent_first_runs_share_one_template(tmp_path, server_binary):
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
     code = (
-        "from jobqueue_demo.engine.embedded import ensure_template, find_server_binary\n"
+        "from jobqueue_demo.engine.mysql.embedded import ensure_template, find_server_binary\n"
         "print(ensure_template(find_server_binary()).datadir)\n"
     )
     children = [run_python(code, env) for _ in range(2)]
@@ -359,7 +355,7 @@ def test_concurrent_first_runs_share_one_template(tmp_path, server_binary):
 def test_server_dies_with_killed_python(embedded_env):
     code = (
         "import sys, time\n"
-        "from jobqueue_demo.engine.embedded import EmbeddedServer\n"
+        "from jobqueue_demo.engine.mysql.embedded import EmbeddedServer\n"
         "server = EmbeddedServer()\n"
         "server.start()\n"
         "print(server.workdir, flush=True)\n"
@@ -390,7 +386,7 @@ def test_server_dies_with_killed_python(embedded_env):
 
 def test_atexit_stops_a_server_left_running(embedded_env):
     code = (
-        "from jobqueue_demo.engine.embedded import EmbeddedServer\n"
+        "from jobqueue_demo.engine.mysql.embedded import EmbeddedServer\n"
         "server = EmbeddedServer()\n"
         "server.start()\n"
         "print((server.workdir / 'mysqld.pid').read_text())\n"

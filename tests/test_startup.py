@@ -13,11 +13,11 @@ import sys
 from conftest import ROOT, dsn_of
 
 RARE = (
-    "jobqueue_demo.engine.deadlock",
+    "jobqueue_demo.engine.mysql.deadlock",
     "jobqueue_demo.run.chain",
     "jobqueue_demo.run.stuck",
-    "jobqueue_demo.engine.snapshot",
-    "jobqueue_demo.engine.galera",  # a Galera cluster's paths only
+    "jobqueue_demo.engine.mysql.snapshot",
+    "jobqueue_demo.engine.galera.node",  # a Galera cluster's paths only
     "jobqueue_demo.render.columns",
     "socket",
     # Other commands: main.py imports only the module of the command asked for.
@@ -31,11 +31,11 @@ RARE = (
     "jobqueue_demo.workers.strategies",
     "jobqueue_demo.run.matrix",
     # The other engine: a MariaDB run reads a DSN's scheme without PostgreSQL's modules.
-    "jobqueue_demo.engine.pg_server",
-    "jobqueue_demo.engine.pg_session",
-    # The embedded server, on a run with --dsn (engine/embedded.py), and its template's json;
+    "jobqueue_demo.engine.postgresql.server",
+    "jobqueue_demo.engine.postgresql.session",
+    # The embedded server, on a run with --dsn (engine/mysql/embedded.py), and its template's json;
     # colour (render/color.py).
-    "jobqueue_demo.engine.embedded",
+    "jobqueue_demo.engine.mysql.embedded",
     "json",
     "rich",
 )

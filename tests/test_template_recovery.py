@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, cli
-from jobqueue_demo.engine.embedded import EmbeddedServer, ServerError, find_server_binary
+
+from jobqueue_demo.engine.mysql.embedded import EmbeddedServer, ServerError, find_server_binary
 
 
 @pytest.fixture(scope="module")

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from conftest import ROOT, cli, dsn_env
-from jobqueue_demo import api as core
-from jobqueue_demo.run import events as ev
-from jobqueue_demo.engine import mysql_errors
-from jobqueue_demo.engine.waits import parse_innodb_status
-from jobqueue_demo.errors import StuckError
-
 import pytest
+from conftest import ROOT, cli, dsn_env
+
+from jobqueue_demo import api as core
+from jobqueue_demo.engine.mysql import errors as mysql_errors
+from jobqueue_demo.engine.mysql.waits import parse_innodb_status
+from jobqueue_demo.errors import StuckError
+from jobqueue_demo.run import events as ev
 
 
 def run(name: str, server, step_timeout: float = 10.0):
@@ -109,7 +109,7 @@ def test_a_stuck_run_follows_the_queued_request(embedded):
 
 
 def test_innodb_status_tells_each_kind_of_row_wait():
-    from jobqueue_demo.engine.waits import GAP, INSERT_INTENTION, ROW
+    from jobqueue_demo.engine.types import GAP, INSERT_INTENTION, ROW
 
     def waiting(flags: str, heap_no: int) -> str:
         text = (
@@ -132,13 +132,13 @@ def test_innodb_status_tells_each_kind_of_row_wait():
 def test_each_statement_asks_the_metadata_lock_mariadb_grants_it(embedded):
     """MariaDB lists no waiting metadata lock request, so mdl.REQUESTS names a waiter's by its
     statement: each the mode the server grants that statement."""
-    from jobqueue_demo.engine import mdl
+    from jobqueue_demo.engine.mysql import mdl
 
     statements = ("LOCK TABLES jobs WRITE", "LOCK TABLES jobs READ", "SELECT id FROM jobs FOR UPDATE",
                   "SELECT id FROM jobs LOCK IN SHARE MODE", "SELECT id FROM jobs", "INSERT INTO jobs VALUES (9)",
                   "UPDATE jobs SET id = 8 WHERE id = 9", "DELETE FROM jobs WHERE id = 8", "REPLACE INTO jobs VALUES (7)")
-    from jobqueue_demo.engine.control import text
-    from jobqueue_demo.engine.scratch import quote
+    from jobqueue_demo.engine.mysql.control import text
+    from jobqueue_demo.engine.mysql.scratch import quote
 
     seam = embedded.seam
     scratch = seam.scratch(embedded)
@@ -239,7 +239,7 @@ def test_errors_are_results_and_settings_apply(server):
 
 
 def test_innodb_status_blocks_stay_with_their_own_transaction():
-    from jobqueue_demo.engine.waits import parse_innodb_status
+    from jobqueue_demo.engine.mysql.waits import parse_innodb_status
 
     text = (
         "---TRANSACTION 548, ACTIVE 0 sec starting index read\n"
@@ -257,7 +257,7 @@ def test_innodb_status_blocks_stay_with_their_own_transaction():
 
 
 def test_innodb_status_names_the_lock_waited_for():
-    from jobqueue_demo.engine.waits import parse_innodb_status
+    from jobqueue_demo.engine.mysql.waits import parse_innodb_status
 
     text = (
         "---TRANSACTION 548, ACTIVE 0 sec starting index read\n"

@@ -14,12 +14,12 @@ import time
 import uuid
 
 import pytest
-
 from conftest import LOCAL_DSN, ROOT, cli, dsn_env, left_behind, local_server_reachable, scratch_databases
-from jobqueue_demo.workers.strategies import REGISTRY
+
 from jobqueue_demo.errors import UsageError
-from jobqueue_demo.workers.stall import diagnose
 from jobqueue_demo.workers.crew import Scratch, WorkersConfig, check, run_workers, validate
+from jobqueue_demo.workers.stall import diagnose
+from jobqueue_demo.workers.strategies import REGISTRY
 
 STRATEGIES = tuple(s.name for s in REGISTRY if s.swept)
 LOCK_HELD = ("skip-locked", "for-update", "nowait-retry", "update-limit")
@@ -402,7 +402,7 @@ def test_workers_die_with_the_cli_on_sigkill(where):
 
 def _worker_threads_of(marker: str) -> set[int]:
     """The server threads of a run's processes: PROCESSLIST's client ports that their sockets use."""
-    from jobqueue_demo.engine.server import open_server
+    from jobqueue_demo.engine.seam import open_server
 
     deadline = time.monotonic() + 30
     with open_server(LOCAL_DSN) as info:
@@ -447,7 +447,7 @@ def _local_ports(pids: list[int]) -> set[int]:
 
 
 def _connections_left(threads: set[int]) -> set[int]:
-    from jobqueue_demo.engine.server import open_server
+    from jobqueue_demo.engine.seam import open_server
 
     deadline = time.monotonic() + 3
     with open_server(LOCAL_DSN) as info:

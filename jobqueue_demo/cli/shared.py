@@ -125,7 +125,6 @@ ENGINE_HELP = (
     "default) or postgresql. A DSN names its own engine; $JOBQUEUE_DEMO_DSN is used only when it "
     "is of this engine."
 )
-ENGINES = ("mysql", "postgresql")
 STEP_TIMEOUT_HELP = (
     "Longest wait for any one statement, fault or result, in seconds; also how long a server "
     "that stops answering is waited for (exit 3)."
@@ -177,10 +176,10 @@ class GlobalOptions:
 
 def _engine(value: str | None) -> str | None:
     # The one-line error `workers --engine` gave, now that it is this option wherever it stands.
-    if value is not None and value not in ENGINES:
-        from ..errors import UsageError
+    if value is not None:
+        from .. import api
 
-        raise UsageError(f"unknown engine {value!r}: expected {' or '.join(ENGINES)}")
+        api.check_engine_name(value)
     return value
 
 

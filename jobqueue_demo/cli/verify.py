@@ -82,14 +82,14 @@ def export(
 def _page_on_engines(loaded, engines: str, dsn, show_locks: bool, step_timeout: float, fmt: str) -> str:
     from .. import api
     from ..errors import UsageError
-    from .shared import ENGINES, options
+    from .shared import options
 
     if dsn is not None or show_locks:
         raise UsageError("--engines runs each engine's embedded server: not with --dsn or --show-locks")
     names = list(dict.fromkeys(e.strip() for e in engines.split(",") if e.strip()))
-    unknown = [e for e in names if e not in ENGINES]
+    unknown = [e for e in names if e not in api.ENGINE_NAMES]
     if unknown or not names:
-        raise UsageError(f"--engines: expected a list of {' and '.join(ENGINES)}, e.g. mysql,postgresql")
+        raise UsageError(f"--engines: expected a list of {' and '.join(api.ENGINE_NAMES)}, e.g. mysql,postgresql")
     say(f"-- {loaded.title}: on {', '.join(names)} (embedded throwaway servers)")
     return api.lesson_page_engines(loaded, names, step_timeout, fmt, options.allow_shared_user)
 
@@ -99,7 +99,7 @@ def _page_format(output: str, asked: Optional[PageFormat]) -> PageFormat:
     import os
 
     from ..errors import UsageError
-    from ..render.export import PAGE_SUFFIXES
+    from ..render.pages import PAGE_SUFFIXES
 
     if output == "-":
         return asked or PageFormat.html

@@ -9,7 +9,7 @@ A row too big to read is not read to its end: the session's connection is droppe
 
 from __future__ import annotations
 
-import re
+from .types import CUT_MARK
 
 MAX_ROWS_KEPT = 1000
 MAX_VALUE_BYTES = 4 * 1024
@@ -34,17 +34,8 @@ def size_text(n: int) -> str:
     return f"{n} bytes"
 
 
-# How a cut value ends: its first MAX_VALUE_BYTES, then this.
-CUT_MARK = "… ({} bytes more)"
-CUT = re.compile(r"… \((\d+) bytes more\)\Z")
-
 ROW_TOO_BIG = f"a row of more than {size_text(MAX_ROW_BYTES)}, the most jobqueue-demo reads"
 ROW_TOO_BIG_TO_READ = f"a row too big to read: the answer took more than {size_text(MAX_ANSWER_GROWTH)} of memory, the most jobqueue-demo gives one"
-
-
-def was_cut(result, value: str | None) -> bool:
-    """Whether `value`, one of `result`'s, is only the start of what the server sent."""
-    return bool(result.cut) and value is not None and CUT.search(value) is not None
 
 
 class Kept:

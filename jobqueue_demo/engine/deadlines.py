@@ -1,5 +1,5 @@
 """Every wait for a server ends: on a deadline, or soon after Ctrl-C. Engine-neutral: the
-MySQL connections of bounded.py and PostgreSQL's (pg_session.py) wait through `wait_readable`.
+MySQL connections of bounded.py and PostgreSQL's (postgresql/session.py) wait through `wait_readable`.
 
 A wait is select() on the connection's socket, which a signal interrupts; after Ctrl-C or
 SIGTERM (`note_interrupt`) every answer the clean-up waits for gets a short grace, and the

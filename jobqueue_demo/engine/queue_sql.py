@@ -1,6 +1,6 @@
 """The workers' SQL, seen from workers/: one connection per worker that claims, leases and
 completes jobs, and the run-wide reads the crew needs. Each engine writes its own spelling in
-its own module (mysql_queue.py, pg_queue.py), reached as `server.seam.queue()`, so workers/
+its own module (mysql/queue.py, postgresql/queue.py), reached as `server.seam.queue()`, so workers/
 never names an engine and a new engine touches engine/ only.
 
 What is the same on every engine sits here: the statements that are plain SQL, and a driver
@@ -13,19 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-# How `state` sorts in the (state, id) index: 'done' after every queued entry (an enum), or
-# before them (a string compares 'done' < 'queued'); docs/workers.md says why it matters.
-STATE_ORDERS = ("done-last", "done-first")
 # Locking clauses of a claim's SELECT, by the registry's names (workers/strategies.py).
 LOCKS = {"skip-locked": " FOR UPDATE SKIP LOCKED", "wait": " FOR UPDATE", "nowait": " FOR UPDATE NOWAIT", "none": ""}
-
-
-class ClaimError(Exception):
-    """A statement of a worker failed; `kind` is its portable class, None when no retry helps."""
-
-    def __init__(self, kind: str | None, text: str):
-        super().__init__(text)
-        self.kind = kind
 
 
 def id_list(ids: list[int]) -> str:
@@ -130,11 +119,5 @@ class QueueEngine:
         raise NotImplementedError
 
     def lock_waits(self, scratch, session_ids: list[int]) -> list[tuple[tuple, str | None]]:
-        """Each lock wait of `session_ids`, in the row form engine/lock_waits.py documents."""
-        raise NotImplementedError
-
-    def on_nodes(self, server, database: str):
-        """The queue on each node of a cluster (galera_queue.QueueNodes): its counters, the
-        workers' threads by node, a stall's lock waits and flow control, and what each node
-        holds at the end."""
+        """Each lock wait of `session_ids`, in the row form engine/mysql/lock_waits.py documents."""
         raise NotImplementedError

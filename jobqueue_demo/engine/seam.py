@@ -1,280 +1,222 @@
-"""The engine seam: what run/, explore/ and workers/ ask of a server's engine, behind one interface.
+"""The engine seam: what run/, explore/, workers/ and the API ask of a server's engine, typed
+once, and the one registry of engines.
 
-`ServerInfo.seam` is one of these; callers never test which engine they have. MySQL and
-MariaDB share one seam (their differences are in dialect.py and waits.py); PostgreSQL has its
-own, implemented in the pg_*.py modules. Each factory imports its modules where it is
-called, so a run pays only for the engine it uses.
+Each engine is a package (mysql/, postgresql/, and galera/ for a MariaDB Galera cluster) whose
+`engine.py` implements `Engine`; nothing here is inherited, the Protocols only say what the
+callers may count on. `ServerInfo.seam` is the engine of the server a command runs on, so
+callers never test which engine they have. The registry's loaders import an engine's package
+where they are called: a run pays only for the engine it uses, and no engine imports this
+module (the import graph stays one way: seam -> engines -> types).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
 
-class MySqlSeam:
-    name = "mysql"
-    # --matrix (run/matrix.py) sets server variables by their MariaDB/MySQL names and scopes.
-    matrix = True
+from ..errors import UsageError
+from . import mysql, postgresql
+from .dsn import DSN_ENV, scheme_of
+from .owner import hold_for_life as hold_for_life  # the workers' temp dir, kept from sweeps while they live
+from .session import Session as Session  # the base every engine's session extends: the seam's session type
+from .types import DeadlockCycle, Result, ServerInfo, Survey, TrxStatus, WaitInfo
 
-    @property
-    def errors(self):
-        """Error codes by name and by portable class (mysql_errors.py)."""
-        from . import mysql_errors
-
-        return mysql_errors
-
-    def dialect(self, server):
-        from .dialect import MySqlDialect
-
-        return MySqlDialect(server.flavor, server.version)
-
-    def parse_dsn(self, dsn: str):
-        from .server import parse_dsn
-
-        return parse_dsn(dsn)
-
-    def sweep(self, params, dry_run: bool = False):
-        """What killed runs left on the server (leftovers.Sweep), removed unless `dry_run`."""
-        from contextlib import closing
-
-        from .leftovers import sweep_server
-
-        with closing(params.connect(database=None)) as conn:
-            return sweep_server(conn, dry_run)
-
-    def confines(self, server) -> bool:
-        """Whether scenario SQL runs as the per-run user: always on the embedded server, whose
-        root secure_file_priv keeps from INTO OUTFILE but not from SET GLOBAL general_log_file,
-        which appends every statement to any file the server's OS user may write;
-        --allow-shared-user is for a DSN user that may not create users."""
-        return server.embedded or not server.shared_user
-
-    def scratch(self, server, **options):
-        """The run's scratch database (scratch.ScratchDatabase's options)."""
-        from .scratch import ScratchDatabase
-
-        return ScratchDatabase(server, **options)
-
-    def queue(self):
-        """The workers' SQL (queue_sql.QueueEngine)."""
-        from .mysql_queue import MySqlQueue
-
-        return MySqlQueue()
-
-    def wait_monitor(self, control_conn, server):
-        from .waits import WaitMonitor
-
-        return WaitMonitor(control_conn, server.flavor)
-
-    def user_connection(self, scratch, answer_timeout: float):
-        """The per-run user's own connection (setup, invariants), several statements a query."""
-        return scratch.session_params.connect(database=scratch.name, multi_statements=True, answer_timeout=answer_timeout)
-
-    def session(self, name: str, scratch, settings_sql: str | None, answer_timeout: float):
-        """A scenario session's connection to the scratch database, its settings applied."""
-        from .session import Session
-
-        conn = scratch.session_params.connect(database=scratch.name, answer_timeout=answer_timeout)
-        if settings_sql:
-            conn.query(settings_sql.encode())
-        return Session(name, conn, conn.thread_id())
-
-    def reset_sessions(self, sessions, scratch) -> list[bool]:
-        """reset_session for each (session, settings SQL), in turn."""
-        return [self.reset_session(session, scratch, settings_sql) for session, settings_sql in sessions]
-
-    def reset_session(self, session, scratch, settings_sql: str | None) -> bool:
-        """COM_CHANGE_USER rolls back, drops temporary tables, releases table and user locks
-        and resets session variables, at a fifth of the cost of a new connection. False when
-        the connection is gone."""
-        import MySQLdb
-
-        from .server import SESSION_INIT
-
-        params = scratch.session_params
-        try:
-            session.conn.change_user(params.user, params.password, scratch.name)
-            session.conn.query(SESSION_INIT.encode())
-            if settings_sql:
-                session.conn.query(settings_sql.encode())
-        except MySQLdb.OperationalError:
-            return False
-        return True
-
-    def run_script(self, conn, sql: str) -> str | None:
-        """Several statements (a scenario's setup); the error as the mysql client shows it, or None."""
-        import MySQLdb
-
-        try:
-            conn.query(sql.encode("utf-8"))
-            while True:
-                conn.store_result()  # each statement's result must be read before the next
-                if conn.next_result() != 0:
-                    return None
-        except MySQLdb.Error as e:
-            return f"ERROR {e.args[0]}: {e.args[-1]}"
-
-    def answer(self, conn, sql: str):
-        from .session import answer
-
-        return answer(conn, sql)
-
-    def execute(self, conn, sql: str) -> None:
-        """The tool's own SQL on a control connection, errors as ServerError."""
-        from . import control
-
-        control.execute(conn, sql)
-
-    def connection_id(self, conn) -> int:
-        return conn.thread_id()
-
-    def lock_table(self, monitor, database: str, sessions: dict[int, str]):
-        from .locks import lock_table
-
-        return lock_table(monitor, database, sessions)
-
-    def read_deadlock(self, monitor, database: str, names: dict[int, str], victim: int):
-        from .deadlock import read_deadlock
-
-        return read_deadlock(monitor, database, names, victim)
-
-    def survey(self, scratch, steps=()):
-        """Whether restoring the tables' rows resets the database after `steps` (their SQL)."""
-        from .snapshot import survey
-
-        return survey(scratch, steps)
-
-    def snapshot(self, scratch, tables: tuple[str, ...], writer):
-        """The tables' rows copied once; `writer` (the per-run user's connection) restores them."""
-        from .snapshot import TableSnapshot
-
-        return TableSnapshot(scratch, tables, writer)
+if TYPE_CHECKING:
+    from .queue_sql import QueueEngine
 
 
-class PgSeam:
-    name = "postgresql"
-    matrix = False
+class Dialect(Protocol):
+    """The SQL that differs between servers, as text the caller sends."""
+
+    def isolation_setting(self, level: str) -> str: ...
+    def row_lock_timeout(self, seconds: int) -> str: ...
+    def metadata_lock_timeout(self, seconds: int) -> str: ...
+    def set_session(self, settings: list[str]) -> str: ...
+    def kill_statement(self, thread_id: int) -> str: ...
+    def kill_connection(self, thread_id: int) -> str: ...
+    def literal(self, text: str) -> str: ...
+
+
+class ConnectParams(Protocol):
+    """Where and as whom to connect, as a DSN names it."""
+
+    def display(self) -> str: ...
+    def connect(self, database: str | None = ..., answer_timeout: float = ...) -> object: ...
+
+
+class WaitMonitor(Protocol):
+    """Who waits for whom, asked of the server on the tool's control connection."""
+
+    counts_row_locks: bool  # whether the server counts each transaction's row locks (InnoDB does)
+
+    def blocked(self, thread_ids: list[int]) -> dict[int, str]: ...
+    def in_cycle(self, thread_ids: list[int]) -> bool: ...
+    def alive(self, thread_id: int) -> bool: ...
+    def transactions(self) -> dict[int, TrxStatus]: ...
+    def describe(self, thread_id: int, kind: str, schema: str) -> WaitInfo: ...
+    def describe_from_lock_tables(self, thread_id: int) -> WaitInfo: ...
+    def record_locks_held(self) -> dict[int, int]: ...
+
+
+class Scratch(Protocol):
+    """A run's scratch database, its control connection `conn` and, confined, its per-run user."""
+
+    name: str
+    conn: object
+    session_params: ConnectParams
+
+    def open(self) -> None: ...
+    def recreate(self) -> None: ...
+    def execute(self, sql: str) -> None: ...
+    def rows(self, sql: str) -> tuple: ...
+    def close(self, quiet: bool = False) -> None: ...
+
+
+class TableSnapshot(Protocol):
+    """Explore's reset: the tables' rows copied once, restored between schedules."""
+
+    how: str
+
+    def restore(self) -> None: ...
+    def may_write(self, sql: str) -> bool: ...  # whether a restore is needed after `sql` ran
+
+
+class ServerVariables(Protocol):
+    """Server variables as --matrix sets them (run/matrix.py); a refusal is a ControlError."""
+
+    def assignment(self, name: str, literal: str) -> str: ...
+    def set_session(self, conn: object, assignment: str) -> None: ...
+    def global_value(self, conn: object, name: str) -> str | None: ...
+    def set_global(self, conn: object, name: str, literal: str) -> None: ...
+    def globals(self, conn: object) -> dict[str, str]: ...
+
+
+class ClusterRun(Protocol):
+    """What a run does across a cluster's nodes beyond one server's (galera/run_nodes.py)."""
+
+    def watch(self, monitor: WaitMonitor) -> WaitMonitor: ...
+    def check_replicable(self, path: str) -> None: ...
+    def connect(self, name: str, node: int, settings_sql: str | None) -> Session: ...
+    def mark_causes(self) -> None: ...
+    def rollback_cause(self, session: Session) -> str | None: ...
+    def catch_up(self) -> None: ...
+    def settle_before_reset(self) -> None: ...
+    def before_statement(self, session: Session, sql: str) -> None: ...
+    def execute_on_node(self, run_id: int, statement: Callable[[int], str]) -> None: ...
+    def control_ids(self) -> dict[int, str]: ...
+    def close(self) -> None: ...
+
+
+class Engine(Protocol):
+    """One engine, as everything above engine/ sees it."""
+
+    name: str  # the registry's name, what a lesson's per-engine parts are keyed by
 
     @property
-    def errors(self):
-        from . import pg_errors
-
-        return pg_errors
-
-    def dialect(self, server):
-        from .pg_dialect import PgDialect
-
-        return PgDialect(server.flavor, server.version)
-
-    def parse_dsn(self, dsn: str):
-        from .pg_server import parse_dsn
-
-        return parse_dsn(dsn)
-
-    def sweep(self, params, dry_run: bool = False):
-        from contextlib import closing
-
-        from .leftovers import ALIVE, GONE, KEPT, Found, Sweep, done
-        from .pg_scratch import sweep_leftovers
-
-        with closing(params.connect(catalog_names_only=True)) as conn:
-            found, problems = sweep_leftovers(conn, dry_run)
-        return Sweep(
-            [Found(kind, name, done(dry_run), GONE) if gone else Found(kind, name, KEPT, ALIVE) for kind, name, gone in found],
-            problems,
-        )
-
-    def confines(self, server) -> bool:
-        """Whether scenario SQL runs as the per-run role: always on the embedded server, whose
-        own role is a superuser, whom nothing keeps from the server's files (COPY ... TO a file
-        or a PROGRAM); --allow-shared-user is for a DSN role that may not create roles."""
-        return server.embedded or not server.shared_user
-
-    def scratch(self, server, **options):
-        from .pg_scratch import PgScratchDatabase
-
-        return PgScratchDatabase(server, **options)
-
-    def queue(self):
-        """The workers' SQL (queue_sql.QueueEngine)."""
-        from .pg_queue import PgQueue
-
-        return PgQueue()
-
-    def wait_monitor(self, control_conn, server):
-        from .pg_waits import PgWaitMonitor
-
-        return PgWaitMonitor(control_conn)
-
-    def user_connection(self, scratch, answer_timeout: float):
-        return scratch.session_params.connect(database=scratch.name, answer_timeout=answer_timeout)
-
-    def session(self, name: str, scratch, settings_sql: str | None, answer_timeout: float):
-        from .pg_session import connect_session
-
-        return connect_session(name, scratch.session_params, scratch.name, settings_sql, answer_timeout)
-
-    def reset_sessions(self, sessions, scratch) -> list[bool]:
-        """A fresh state for each (session, settings SQL) without a new connection, every
-        session's reset sent before any answer is read: one round trip for them all (three
-        one after another cost 0.5 ms of a 2 ms schedule). Each is ROLLBACK, then what DISCARD
-        ALL does (which cannot share a query with ROLLBACK), then its settings. False for a
-        session whose connection is gone."""
-        from .pg_session import RESET_SESSION, answer_each
-
-        sqls = ["; ".join(filter(None, ("ROLLBACK", RESET_SESSION, settings_sql))) for _, settings_sql in sessions]
-        results = answer_each([session.conn for session, _ in sessions], sqls)
-        return [result is not None and result.error is None for result in results]
-
-    def reset_session(self, session, scratch, settings_sql: str | None) -> bool:
-        return self.reset_sessions([(session, settings_sql)], scratch)[0]
-
-    def run_script(self, conn, sql: str) -> str | None:
-        from .pg_session import run_script
-
-        return run_script(conn, sql)
-
-    def answer(self, conn, sql: str):
-        from .pg_session import answer
-
-        return answer(conn, sql)
-
-    def execute(self, conn, sql: str) -> None:
-        from . import pg_control
-
-        pg_control.execute(conn, sql)
-
-    def connection_id(self, conn) -> int:
-        return conn.pgconn.backend_pid
-
-    def lock_table(self, monitor, database: str, sessions: dict[int, str]):
-        from .pg_locks import lock_table
-
-        return lock_table(monitor, sessions)
-
-    def read_deadlock(self, monitor, database: str, names: dict[int, str], victim: int):
-        from .pg_deadlock import read_deadlock
-
-        return read_deadlock(monitor, names, victim)
-
-    def survey(self, scratch, steps=()):
-        from .pg_snapshot import survey
-
-        return survey(scratch, steps)
-
-    def snapshot(self, scratch, tables: tuple[str, ...], writer):
-        from .pg_snapshot import PgTableSnapshot
-
-        return PgTableSnapshot(scratch, tables, writer)
+    def errors(self) -> ModuleType: ...
+    def dialect(self, server: ServerInfo) -> Dialect: ...
+    def parse_dsn(self, dsn: str) -> ConnectParams: ...
+    def server_info(self, params: ConnectParams, embedded: bool) -> ServerInfo: ...
+    def embedded(self, options: tuple[str, ...] = ()) -> contextlib.AbstractContextManager[ServerInfo]: ...
+    def sweep(self, params: ConnectParams, dry_run: bool = False): ...
+    def confines(self, server: ServerInfo) -> bool: ...
+    def scratch(self, server: ServerInfo, confine: bool, answer_timeout: float, several_statements: bool = False) -> Scratch: ...
+    def queue(self) -> QueueEngine: ...
+    def wait_monitor(self, control_conn: object, server: ServerInfo) -> WaitMonitor: ...
+    def user_connection(self, scratch: Scratch, answer_timeout: float) -> object: ...
+    def session(self, name: str, scratch: Scratch, settings_sql: str | None, answer_timeout: float) -> Session: ...
+    def reset_session(self, session: Session, scratch: Scratch, settings_sql: str | None) -> bool: ...
+    def reset_sessions(self, sessions: list[tuple[Session, str | None]], scratch: Scratch) -> list[bool]: ...
+    def run_script(self, conn: object, sql: str) -> str | None: ...
+    def answer(self, conn: object, sql: str) -> Result: ...
+    def execute(self, conn: object, sql: str) -> None: ...
+    def connection_id(self, conn: object) -> int: ...
+    def lock_table(self, monitor: WaitMonitor, database: str, sessions: dict[int, str]): ...
+    def read_deadlock(self, monitor: WaitMonitor, database: str, names: dict[int, str], victim: int) -> DeadlockCycle | None: ...
+    def survey(self, scratch: Scratch, steps=()) -> Survey: ...
+    def snapshot(self, scratch: Scratch, tables: tuple[str, ...], writer: object) -> TableSnapshot: ...
+    def variables(self) -> ServerVariables | None: ...
+    def cluster_run(self, server: ServerInfo, scratch: Scratch, answer_timeout: float, nodes: set[int]) -> ClusterRun | None: ...
 
 
-_SEAMS = {MySqlSeam.name: MySqlSeam(), PgSeam.name: PgSeam()}
+@dataclass(frozen=True)
+class EngineEntry:
+    """One engine of the registry: its name, the DSN schemes that name it, and its loader."""
+
+    name: str
+    title: str  # how messages name it
+    schemes: tuple[str, ...]
+    dsn_form: str
+    load: Callable[[], Engine]
 
 
-def seam_of(engine: str):
-    return _SEAMS[engine]
+def _mysql() -> Engine:
+    from .mysql.engine import ENGINE
+
+    return ENGINE
 
 
-def seam_of_dsn(dsn: str):
-    """The seam a DSN's scheme names: postgresql:// or postgres://, else MySQL's."""
-    from .server import is_pg_dsn
+def _postgresql() -> Engine:
+    from .postgresql.engine import ENGINE
 
-    return _SEAMS[PgSeam.name if is_pg_dsn(dsn) else MySqlSeam.name]
+    return ENGINE
+
+
+ENGINES: dict[str, EngineEntry] = {
+    entry.name: entry
+    for entry in (
+        EngineEntry(mysql.NAME, mysql.TITLE, mysql.SCHEMES, mysql.DSN_FORM, _mysql),
+        EngineEntry(postgresql.NAME, postgresql.TITLE, postgresql.SCHEMES, postgresql.DSN_FORM, _postgresql),
+    )
+}
+ENGINE_NAMES = tuple(ENGINES)
+DEFAULT_ENGINE = mysql.NAME
+
+
+def entry_of(name: str) -> EngineEntry:
+    """The registry's entry for an engine name; a name it lacks is a usage error."""
+    if name not in ENGINES:
+        raise UsageError(f"unknown engine {name!r}: expected {' or '.join(ENGINE_NAMES)}")
+    return ENGINES[name]
+
+
+def seam_of(name: str) -> Engine:
+    return entry_of(name).load()
+
+
+def entry_of_dsn(dsn: str) -> EngineEntry:
+    """The engine a DSN's scheme names."""
+    scheme = scheme_of(dsn)
+    found = next((e for e in ENGINES.values() if scheme in e.schemes), None)
+    if found is None:
+        forms = ", or ".join(e.dsn_form for e in ENGINES.values())
+        raise UsageError(f"not a server DSN: expected {forms}")
+    return found
+
+
+def seam_of_dsn(dsn: str) -> Engine:
+    return entry_of_dsn(dsn).load()
+
+
+@contextlib.contextmanager
+def open_server(dsn: str | None = None, engine: str | None = None) -> Iterator[ServerInfo]:
+    """The server to run lessons on: `dsn`, else $JOBQUEUE_DEMO_DSN, else an embedded one of
+    `engine` (MariaDB/MySQL when None). A DSN names its engine by its scheme (mysql://,
+    postgresql://); $JOBQUEUE_DEMO_DSN of another engine than the one asked for is not used."""
+    if engine is not None:
+        entry_of(engine)
+    if dsn is None:
+        dsn = os.environ.get(DSN_ENV) or None
+        if dsn and engine is not None and entry_of_dsn(dsn).name != engine:
+            dsn = None
+    if dsn is not None:
+        seam = seam_of_dsn(dsn)
+        yield seam.server_info(seam.parse_dsn(dsn), embedded=False)
+        return
+    # A run on a DSN never starts one, nor imports what would (start-up, docs/architecture.md).
+    with seam_of(engine or DEFAULT_ENGINE).embedded() as server:
+        yield server

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from ..run import events as ev
+from ..engine.types import Result
 from ..errors import StuckError, UsageError
-from ..engine.result import Result
+from ..run import events as ev
 from ..run.driver import Driver, RunOptions
 from ..scenario.model import Fault, Invariant, Scenario, Statement, is_wait
 
@@ -403,8 +403,9 @@ class Sampler:
 
 
 class Snapshot:
-    """Resets by restoring the tables' rows as setup left them (engine/snapshot.py), unless
-    nothing the schedule sent may have written them (the engine's `may_write`)."""
+    """Resets by restoring the tables' rows as setup left them (engine/mysql/snapshot.py,
+    engine/postgresql/snapshot.py), unless nothing the schedule sent may have written them
+    (the engine's `may_write`)."""
 
     def __init__(self, driver: Driver, tables: tuple[str, ...], invariants: tuple[Invariant, ...] = ()):
         snapshot = driver.snapshot(tables)

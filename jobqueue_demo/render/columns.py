@@ -37,7 +37,7 @@ from .transcript import (
 from .wrap import cells, expanded, fold, reflow, wrap
 
 if TYPE_CHECKING:
-    from ..engine.result import Result
+    from ..engine.types import Result
 
 WAIT, ERROR, MARK, HEAD, FRAME, TABLE = "wait", "error", "mark", "head", "frame", "table"
 # The narrowest column that holds a prompt and a statement keyword ("relay> SELECT id,").

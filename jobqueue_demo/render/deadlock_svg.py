@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 import math
 
-from ..engine.deadlock import DeadlockCycle
+from ..engine.types import DeadlockCycle
 
 WIDTH = 680
 BOX_W, BOX_H = 96, 40

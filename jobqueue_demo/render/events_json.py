@@ -18,9 +18,9 @@ from __future__ import annotations
 import datetime
 import json
 
-from ..run import events as ev
 from ..engine.caps import MAX_RESULT_BYTES, MAX_VALUE_BYTES
-from ..engine.result import Result
+from ..engine.types import Result
+from ..run import events as ev
 
 
 def result_record(result: Result) -> dict:

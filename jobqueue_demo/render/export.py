@@ -11,7 +11,8 @@ import re
 import shlex
 from dataclasses import dataclass, replace
 
-from ..engine.deadlock import DeadlockCycle
+from ..engine.seam import DEFAULT_ENGINE
+from ..engine.types import DeadlockCycle
 from ..run import events as ev
 from ..scenario.model import Scenario
 from .deadlock_svg import cycle_svg
@@ -89,15 +90,14 @@ def paragraphs(text: str) -> list[str]:
     return [" ".join(p.split()) for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
 
 
-def run_commands(lesson: str, engines: tuple[str, ...] = ("mysql",)) -> list[str]:
+def run_commands(lesson: str, engines: tuple[str, ...] = (DEFAULT_ENGINE,)) -> list[str]:
     lesson = shlex.quote(lesson)
     out = [
         f"jobqueue-demo run {lesson}",
         f"jobqueue-demo run {lesson} --step --layout columns",
         f"jobqueue-demo verify {lesson}",
     ]
-    if "postgresql" in engines:
-        out.append(f"jobqueue-demo --engine postgresql run {lesson}")
+    out += [f"jobqueue-demo --engine {engine} run {lesson}" for engine in engines if engine != DEFAULT_ENGINE]
     if len(engines) > 1:
         out.append(f"jobqueue-demo compare {lesson}")
     return out
@@ -107,17 +107,6 @@ RUN_NOTE = (
     "With no --dsn it starts a private throwaway server; --dsn mysql://user@host:3306/db runs it on "
     "yours, in a scratch database that is dropped afterwards."
 )
-
-
-PAGE_SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".json": "json"}
-
-
-def render_page(facts: LessonFacts, fmt: str) -> str:
-    if fmt == "json":
-        from .page_json import render_json
-
-        return render_json(facts)
-    return render_html(facts) if fmt == "html" else render_markdown(facts)
 
 
 # -- Markdown ---------------------------------------------------------------------

@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from ..engine.types import Result
 from ..run import events as ev
-from ..engine import mysql_errors
-from ..engine.result import Result
 from .color import console, session_colours
 from .table import format_table
 
@@ -104,7 +103,7 @@ def query_ok(sql: str, result: Result) -> str:
     return text
 
 
-# What a Galera node told a 1213 to be, when it was not a deadlock (engine/galera.py's causes).
+# What a Galera node told a 1213 to be, when it was not a deadlock (engine/galera/node.py's causes).
 ROLLBACK_NOTES = {
     "certification failure": "-- {s}'s write set failed certification against one committed first: its whole transaction was rolled back",
     "brute-force abort": (
@@ -117,12 +116,11 @@ ROLLBACK_NOTES = {
 def error_notes(session: str, result: Result, rollback: str | None) -> list[Line]:
     if result.error is None:
         return []
-    errno = result.error.errno
     if rollback in ROLLBACK_NOTES:
         text = ROLLBACK_NOTES[rollback].format(s=session)
     elif result.error.error_class == "deadlock":
         text = f"-- {session} was chosen as the deadlock victim: its whole transaction was rolled back"
-    elif errno == mysql_errors.ER_LOCK_WAIT_TIMEOUT:
+    elif result.error.statement_only:
         text = f"-- only this statement was rolled back; {session}'s transaction is still open"
     elif result.error.error_class == "connection-lost":
         text = f"-- {session}'s connection is gone; the server rolls back its open transaction"

@@ -11,8 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ..engine.caps import was_cut
-from ..engine.result import Result
+from ..engine.types import Result
 from ..scenario.model import CAPTURE_REF, Statement
 
 
@@ -26,7 +25,7 @@ class Captures:
         self.values = {name: {} for name in self.sessions}
 
     def keep(self, step: Statement, result: Result) -> None:
-        if step.capture and result.rows and was_cut(result, result.rows[0][0]):
+        if step.capture and result.rows and result.cut_short(result.rows[0][0]):
             self.values[step.session].pop(step.capture, None)
         elif step.capture and result.rows:
             self.values[step.session][step.capture] = result.rows[0][0]

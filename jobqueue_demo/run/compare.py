@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..engine.result import Result
+from ..engine.types import Result
 from ..scenario.model import Scenario
 from .verify import Outcome, describe_result, outcomes
 

@@ -7,19 +7,12 @@ Opened once, reset between explore's schedules, and closed leaving nothing behin
 from __future__ import annotations
 
 import time
-from dataclasses import replace
-from typing import TYPE_CHECKING
 
-from ..engine.server import ServerInfo
-from ..engine.session import Session
-from ..engine.node_waits import NodeWaits, on_node, split
-from ..engine.waits import WaitMonitor
+from ..engine.seam import ClusterRun, Scratch, Session, TableSnapshot, WaitMonitor
+from ..engine.types import ServerInfo, Survey, split
 from ..errors import ScenarioError, ServerError, UsageError
 from ..scenario.model import Scenario, SessionSpec
 from .settle import POLL_FIRST_S, POLL_MAX_S
-
-if TYPE_CHECKING:  # explore's resets only: imported where they are made, off run's start-up
-    from ..engine.snapshot import Survey, TableSnapshot
 
 
 class Connections:
@@ -33,8 +26,8 @@ class Connections:
         self.step_timeout = step_timeout
         self.settings = settings  # --matrix: SET SESSION assignments for every session, after its own
         self.seam = server.seam
-        self.scratch = self.seam.scratch(
-            server, confine=server.seam.confines(server), multi_statements=True, answer_timeout=step_timeout
+        self.scratch: Scratch = self.seam.scratch(
+            server, confine=server.seam.confines(server), answer_timeout=step_timeout, several_statements=True
         )
         self.database = self.scratch.name
         self.control = None
@@ -46,27 +39,26 @@ class Connections:
         # Threads of sessions disconnected during a lock wait: the server ends them only when
         # the wait ends, so they are killed before the database is reset or dropped.
         self._orphans: list[int] = []
-        # A cluster's other nodes number their threads themselves: a session there is
-        # killed from a control connection to its own node, opened when first needed.
-        self._node_controls: dict[int, object] = {}
-        # On a cluster, why a session's transaction was rolled back with ERROR 1213.
-        self._causes = _galera().RollbackCauses() if server.nodes else None
+        # On a cluster, what the run does across its nodes (engine/galera/run_nodes.py).
+        self.cluster: ClusterRun | None = None
 
     def open(self) -> None:
         self.scratch.open()
         self.control = self.scratch.conn
+        nodes = {s.node or 1 for s in self.scenario.sessions}
+        self.cluster = self.seam.cluster_run(self.server, self.scratch, self.step_timeout, nodes) if self.server.nodes else None
         self.monitor = self.seam.wait_monitor(self.control, self.server)
-        if self._nodes():
-            others = {node: self.seam.wait_monitor(self._control_of(node), self.server) for node in self._nodes()}
-            self.monitor = NodeWaits({1: self.monitor, **others})
+        if self.cluster:
+            self.monitor = self.cluster.watch(self.monitor)
         self.user_conn = self.seam.user_connection(self.scratch, self.step_timeout)
         if self.scenario.setup:
             self._run_setup()
-        if self.server.nodes:
-            self._check_replicable()
+        if self.cluster:
+            self.cluster.check_replicable(self.scenario.path)
         for spec in self.scenario.sessions:
             self.sessions[spec.name] = self._connect(spec)
-        self._mark_causes()
+        if self.cluster:
+            self.cluster.mark_causes()
 
     def recreate_database(self) -> None:
         """Drop the scratch database and build it again from the setup; sessions must be idle."""
@@ -90,10 +82,8 @@ class Connections:
         cheaper than a new connection). A session that is gone, or still inside a statement,
         gets a new connection instead.
         """
-        if self.server.nodes:
-            # Node 1 first applies what the other nodes committed: the invariants read it, and
-            # a reset running beside a late write set would be rolled back by it (ERROR 1213).
-            _galera().catch_up(self.control, self._cluster_seqno())
+        if self.cluster:
+            self.cluster.settle_before_reset()
         self.end_orphans()
         for session in self.sessions.values():
             if session.busy and not session.closed:
@@ -107,70 +97,21 @@ class Connections:
                 session.close()  # killed by a fault step: the server has already ended it
                 self.sessions[name] = self._connect(self.specs[name])
 
-    def _mark_causes(self) -> None:
-        """What each session's node has counted before the run is none of its rollbacks."""
-        if self._causes is not None:
-            for node in self._session_nodes():
-                self._causes.mark(node, self._control_of(node))
-
     def rollback_cause(self, session: Session) -> str | None:
         """On a cluster, what rolled back the session's transaction with ERROR 1213 (a
-        deadlock, a lost certification or a brute-force abort: engine/galera.py), read on its
-        node; None on one server."""
-        if self._causes is None:
-            return None
-        node, _ = split(session.thread_id)
-        return self._causes.cause(node, self._control_of(node))
+        deadlock, a lost certification or a brute-force abort); None on one server."""
+        return self.cluster.rollback_cause(session) if self.cluster else None
 
     def catch_up(self) -> None:
-        """On a cluster, every session's node applies what node 1 committed (explore's reset),
-        so the next schedule starts from the same rows on every node."""
-        nodes = self._nodes()
-        if not nodes:
-            return
-        galera = _galera()
-        seqno = galera.last_committed(self.control)
-        for node in nodes:
-            galera.catch_up(self._control_of(node), seqno)
+        """On a cluster, every session's node applies what node 1 committed (explore's reset)."""
+        if self.cluster:
+            self.cluster.catch_up()
 
-    def apply_before_commit(self, session: Session) -> None:
-        """On a cluster, let the session's node apply what the run's nodes committed so far,
-        before the session commits. Otherwise a COMMIT that conflicts with an earlier step's
-        commit on another node races that commit's replication: in most runs the node applies
-        it first and aborts the session's transaction (a brute-force abort), in some (6 of 40
-        here) the session's write set is certified first and fails certification; the same
-        error either way, but a lesson's transcript would change from run to run. A node kept
-        from applying (a table lock on it) is waited for at most the step timeout; the COMMIT
-        then meets what it meets."""
-        if self._causes is None:
-            return
-        galera = _galera()
-        node, _ = split(session.thread_id)
-        others = self._session_nodes() - {node}
-        seqno = max((galera.last_committed(self._control_of(other)) for other in others), default=0)
-        galera.applied(self._control_of(node), seqno, self.step_timeout)
-
-    def _nodes(self) -> set[int]:
-        """The cluster nodes other than node 1 that sessions of this run are on."""
-        return self._session_nodes() - {1}
-
-    def _session_nodes(self) -> set[int]:
-        """The cluster nodes the sessions of this run are on (no `node`: node 1)."""
-        return {s.node or 1 for s in self.scenario.sessions}
-
-    def _cluster_seqno(self) -> int:
-        """The newest write set any node of the run's sessions has applied (read from the
-        tool's own connections: a session whose transaction lost certification answers its
-        next statement with ERROR 1213)."""
-        return max([_galera().last_committed(self._control_of(node)) for node in self._nodes()], default=0)
-
-    def _control_of(self, node: int):
-        """The tool's own connection to a cluster node, opened when first needed."""
-        if node == 1:
-            return self.control
-        if node not in self._node_controls:
-            self._node_controls[node] = self.server.nodes[node - 1].connect(database=None)
-        return self._node_controls[node]
+    def before_statement(self, session: Session, sql: str) -> None:
+        """On a cluster, what a statement waits for before it is sent (a COMMIT: its node
+        applies what the others committed, engine/galera/run_nodes.py)."""
+        if self.cluster:
+            self.cluster.before_statement(session, sql)
 
     def reconnect(self, name: str) -> None:
         self.sessions[name].close()
@@ -181,30 +122,10 @@ class Connections:
         if failure is not None:
             raise ScenarioError(self.scenario.path, f"setup failed: {failure}")
 
-    def _check_replicable(self) -> None:
-        """Galera replicates the rows of InnoDB tables with a primary key only; a lesson whose
-        tables lack either would show nodes silently apart, so it is refused."""
-        found = _galera().unreplicable_tables(self.control, self.database)
-        if found:
-            tables = ", ".join(found)
-            raise ScenarioError(
-                self.scenario.path, f"setup: on a Galera cluster every table needs ENGINE=InnoDB and a PRIMARY KEY: {tables}"
-            )
-
     def _connect(self, spec: SessionSpec) -> Session:
         if spec.node is None:
             return self.seam.session(spec.name, self.scratch, self._settings_sql(spec), self.step_timeout)
-        # The run's user and database are made on node 1: the node applies them before the
-        # session logs in (connecting first was refused now and then: no such user yet).
-        galera = _galera()
-        galera.catch_up(self._control_of(spec.node), galera.last_committed(self.control))
-        node = self.server.nodes[spec.node - 1]
-        params = replace(self.scratch.session_params, host=node.host, port=node.port, unix_socket=node.unix_socket)
-        conn = params.connect(database=self.database, answer_timeout=self.step_timeout)
-        settings = self._settings_sql(spec)
-        if settings:
-            conn.query(settings.encode())
-        return Session(spec.name, conn, on_node(spec.node, conn.thread_id()))
+        return self.cluster.connect(spec.name, spec.node, self._settings_sql(spec))
 
     def _settings_sql(self, spec: SessionSpec) -> str | None:
         """The statement giving a session its settings, None when it has none."""
@@ -232,9 +153,8 @@ class Connections:
             if not session.closed and self.control is not None:
                 self.kill_quietly(session.thread_id)
             session.close()
-        for conn in self._node_controls.values():
-            conn.close()
-        self._node_controls.clear()
+        if self.cluster:
+            self.cluster.close()
         self.end_orphans(wait=False)  # DROP DATABASE waits for their locks anyway
         if self.user_conn is not None:
             try:
@@ -272,8 +192,10 @@ class Connections:
 
     def _on_its_node(self, run_id: int, statement) -> None:
         """`statement(thread id)` on the control connection of the thread's own node."""
-        node, thread_id = split(run_id)
-        self.seam.execute(self._control_of(node), statement(thread_id))
+        if self.cluster:
+            self.cluster.execute_on_node(run_id, statement)
+        else:
+            self.seam.execute(self.control, statement(split(run_id)[1]))
 
     def execute(self, sql: str) -> None:
         """The tool's own SQL on the control connection."""
@@ -293,13 +215,6 @@ class Connections:
         """Thread id -> how a transcript names it."""
         names = {s.thread_id: s.name for s in self.sessions.values()}
         names[self.seam.connection_id(self.control)] = "the control connection"
-        for node, conn in self._node_controls.items():
-            names[on_node(node, self.seam.connection_id(conn))] = "the control connection"
+        if self.cluster:
+            names.update(self.cluster.control_ids())
         return names
-
-
-def _galera():
-    """engine/galera.py, imported on a cluster's paths only: off a single server's start-up."""
-    from ..engine import galera
-
-    return galera

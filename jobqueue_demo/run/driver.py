@@ -10,16 +10,13 @@ a time, asking it which sessions are blocked.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..engine.result import Result, shown
-from ..engine.server import ServerInfo
-from ..engine.session import Session
-from ..engine.waits import QUEUED
+from ..engine.seam import Session
+from ..engine.types import BY_DEADLOCK, QUEUED, Result, ServerInfo, shown
 from ..errors import StuckError
 from ..scenario.model import Fault, Locks, Narration, Scenario, Statement
 from . import events as ev
@@ -28,12 +25,9 @@ from .captures import Captures
 from .connections import Connections
 from .settle import Answered, settle
 
-# A COMMIT on a Galera node first lets the node apply what the others committed (connections.py).
-COMMIT = re.compile(r"^\s*COMMIT\b", re.IGNORECASE)
-
 if TYPE_CHECKING:  # imported where a deadlock, a stuck run or explore needs them, off run's start-up
-    from ..engine.deadlock import DeadlockCycle
-    from ..engine.snapshot import Survey, TableSnapshot
+    from ..engine.seam import TableSnapshot
+    from ..engine.types import DeadlockCycle, Survey
     from .chain import WaitChain
 
 # A statement's first word says what it is, or its first two when the first is a verb of DDL
@@ -192,8 +186,7 @@ class Driver:
             named = self.scenario.prompts[step.session]  # B@2 on a cluster, as the transcript names it
             yield from self.stuck(index, f"{named}'s next statement cannot be sent", [session])
         sql = self.captures.substitute(step)
-        if self.server.nodes and COMMIT.match(sql):
-            self.conns.apply_before_commit(session)
+        self.conns.before_statement(session, sql)
         # The events show what was sent, a captured value's control characters written out.
         self._inflight[session.name] = (index, step, shown(sql))
         early = session.send(sql)
@@ -234,10 +227,9 @@ class Driver:
         deadlock, read only where lock holders are named (not while explore classifies schedules)."""
         if result.error is None or result.error.error_class != "deadlock":
             return None, None
-        from ..engine.galera import DEADLOCK
 
         cause = self.conns.rollback_cause(session)
-        if cause not in (None, DEADLOCK) or not self.options.name_blockers:
+        if cause not in (None, BY_DEADLOCK) or not self.options.name_blockers:
             return cause, None
         return cause, self.server.seam.read_deadlock(self.conns.monitor, self.database, self.conns.names(), session.thread_id)
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..engine.result import Result
-from ..engine.waits import ASKED_ONLY as ASKED_ONLY
-from ..engine.waits import HOLDS as HOLDS  # how a Blocker blocks: the views read these two
-from ..engine.waits import QUEUED as QUEUED
+from ..engine.types import ASKED_ONLY as ASKED_ONLY
+from ..engine.types import HOLDS as HOLDS  # how a Blocker blocks: the views read these two
+from ..engine.types import QUEUED as QUEUED
+from ..engine.types import Result
 from ..scenario.model import Step
 
 if TYPE_CHECKING:  # only a deadlock or a stuck run makes these; a run without one never imports them
-    from ..engine.deadlock import DeadlockCycle
+    from ..engine.types import DeadlockCycle
     from .chain import WaitChain
 
 
@@ -86,7 +86,7 @@ class Completed:
     waited_ms: float | None = None  # set when this completes an earlier Waiting
     blockers: tuple[str, ...] = ()
     deadlock: DeadlockCycle | None = None  # the cycle a 1213 broke, as the server told it
-    # On a Galera node, what a 1213 was (engine/galera.py: "deadlock", "certification
+    # On a Galera node, what a 1213 was (engine/galera/node.py: "deadlock", "certification
     # failure", "brute-force abort"), told by the node's counters; None on one server.
     rollback: str | None = None
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ..engine.session import Session
+from ..engine.seam import Session
 from ..scenario.model import Fault
 from . import events as ev
 

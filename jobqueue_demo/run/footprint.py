@@ -1,6 +1,6 @@
 """`--show-locks`: how many rows each statement locked, set against how many it returned.
 
-The engine counts the record locks each transaction holds (engine/locks.py says how, and
+The engine counts the record locks each transaction holds (engine/mysql/waits.py says how, and
 what is counted); read right after each statement answers, the growth since that session's
 previous statement is what this statement locked.
 """
@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..engine.locks import record_locks_held
-from ..engine.waits import WaitMonitor
+from ..engine.seam import WaitMonitor
 from ..errors import UsageError
 from . import events as ev
 
@@ -46,7 +45,7 @@ class Footprint:
                     yield taken
 
     def _taken(self, event: ev.Completed) -> ev.LocksTaken | None:
-        now = record_locks_held(self.monitor).get(self.sessions[event.session].thread_id, 0)
+        now = self.monitor.record_locks_held().get(self.sessions[event.session].thread_id, 0)
         before = self.held.get(event.session, 0)
         self.held[event.session] = now
         if now <= before:

@@ -3,7 +3,7 @@
 Each axis names a server variable (or `isolation`, the sessions' isolation level under the
 server's own variable name) and the values to try. A variable a session may set is set on
 every session of the run (after the scenario's own settings, so the matrix wins); sql_mode
-keeps the NO_DIR_IN_CREATE every session has (engine/server.py), whatever the values. A
+keeps the NO_DIR_IN_CREATE every session has (engine/mysql/server.py), whatever the values. A
 variable the server takes only globally is set with SET GLOBAL on the private embedded
 server and put back afterwards. A read-only one (given only when a server starts) gets a
 second private server started with it as an option, used while consecutive combinations
@@ -22,9 +22,7 @@ from collections.abc import Callable
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 
-from ..engine import control
-from ..engine.embedded import embedded_with
-from ..engine.server import keeping_no_dir
+from ..engine.types import ControlError
 from ..errors import StartFailed, UsageError
 from ..scenario.model import ISOLATION_LEVELS, Scenario, Statement, one_line
 from . import events as ev
@@ -76,9 +74,7 @@ def parse_axes(texts: list[str]) -> list[Axis]:
 def _assignment(server, setting: Setting) -> str:
     if setting.name == "isolation":
         return server.dialect.isolation_setting(setting.value)
-    if setting.name.lower() == "sql_mode":
-        return keeping_no_dir(_literal(setting.value))
-    return f"{setting.name} = {_literal(setting.value)}"
+    return server.seam.variables().assignment(setting.name, _literal(setting.value))
 
 
 def _literal(value: str | None) -> str:
@@ -92,7 +88,8 @@ def _literal(value: str | None) -> str:
 
 def classify(server, axes: list[Axis]) -> list[Axis]:
     """Each axis with the scope it can be set in, every value tried once; UsageError if none."""
-    if not server.seam.matrix:
+    variables = server.seam.variables()
+    if variables is None:
         raise UsageError(f"--matrix sets MariaDB and MySQL server variables; it does not run on {server.flavor} yet")
     out = []
     with closing(server.params.connect(database=None)) as conn:
@@ -100,8 +97,8 @@ def classify(server, axes: list[Axis]) -> list[Axis]:
             scope = SESSION
             for value in axis.values:
                 try:
-                    control.execute(conn, "SET SESSION " + _assignment(server, Setting(axis.name, value, scope)))
-                except control.ControlError as e:
+                    variables.set_session(conn, _assignment(server, Setting(axis.name, value, scope)))
+                except ControlError as e:
                     scope = _scope_after(axis.name, value, e.errno)
                     if scope == STARTUP:
                         break  # a value is checked when a server starts with it
@@ -155,15 +152,16 @@ def globals_set(server, combination: tuple[Setting, ...]):
     if not wanted:
         yield
         return
+    variables = server.seam.variables()
     with closing(server.params.connect(database=None)) as conn:
-        before = {s.name: control.value(conn, f"SELECT @@GLOBAL.{s.name}") for s in wanted}
+        before = {s.name: variables.global_value(conn, s.name) for s in wanted}
         try:
             for s in wanted:
-                control.execute(conn, f"SET GLOBAL {s.name} = {_literal(s.value)}")
+                variables.set_global(conn, s.name, _literal(s.value))
             yield
         finally:
             for name, value in before.items():
-                control.execute(conn, f"SET GLOBAL {name} = {_literal(value)}")
+                variables.set_global(conn, name, _literal(value))
 
 
 @dataclass(frozen=True)
@@ -209,7 +207,7 @@ class Servers:
             return self.server
         began = time.perf_counter()
         try:
-            started = self.stack.enter_context(embedded_with(options))
+            started = self.stack.enter_context(self.server.seam.embedded(options))
         except StartFailed as e:
             raise UsageError(f"--matrix: {e}") from None
         self.restarts.append(Restart(options, time.perf_counter() - began))
@@ -258,8 +256,7 @@ def _holds(values: dict[str, str], setting: Setting) -> bool:
 def _global_values(server) -> dict[str, str]:
     """Every global variable's value as text, by its name in lower case."""
     with closing(server.params.connect(database=None)) as conn:
-        found = control.rows(conn, "SHOW GLOBAL VARIABLES")
-    return {control.text(n).lower(): control.text(v) or "" for n, v in found}
+        return server.seam.variables().globals(conn)
 
 
 # -- comparing the runs -----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..engine.result import Result
+from ..engine.types import Result
 from ..scenario.model import Expectation, Scenario, Statement, error_spelling
 from .verify import Outcome, met
 

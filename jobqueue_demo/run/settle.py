@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..engine.session import Session
-from ..engine.waits import ROW, WaitMonitor
+from ..engine.seam import Session, WaitMonitor
+from ..engine.types import ROW
 from ..errors import StuckError
 
 if TYPE_CHECKING:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..engine.session import Session
-from ..engine.waits import QUEUED, ROW_KINDS, WaitMonitor
+from ..engine.seam import Session, WaitMonitor
+from ..engine.types import QUEUED, ROW_KINDS
 from ..scenario.model import Scenario
 from . import chain
 from . import events as ev

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import events as ev
-from ..engine.result import Result, shown
+from ..engine.types import Result, shown
 from ..scenario.model import Expectation, Scenario, one_line
+from . import events as ev
 
 
 @dataclass(eq=False)

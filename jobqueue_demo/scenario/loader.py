@@ -11,14 +11,15 @@ import stat
 
 import yaml
 
+from ..engine.seam import DEFAULT_ENGINE, ENGINE_NAMES, seam_of
 from ..errors import ScenarioError
 from .model import (
     CAPTURE_REF,
     DEFAULT_ENGINES,
-    ENGINES,
     FAULT_ACTIONS,
     INVARIANT_HOLDS,
     ISOLATION_LEVELS,
+    ErrorMatch,
     Expectation,
     Fault,
     Invariant,
@@ -28,10 +29,8 @@ from .model import (
     SessionSpec,
     Span,
     Statement,
-    ErrorMatch,
     error_match,
 )
-from ..engine import mysql_errors, pg_errors
 from .nearest import nearest
 from .sql_guard import refusal
 
@@ -289,12 +288,12 @@ class _Builder:
 
     def engine_list(self, node: yaml.Node) -> tuple[str, ...]:
         if not isinstance(node, yaml.SequenceNode) or not node.value:
-            self.fail(node, f"engines must be a list of engine names, e.g. [{', '.join(ENGINES)}]")
+            self.fail(node, f"engines must be a list of engine names, e.g. [{', '.join(ENGINE_NAMES)}]")
         out: list[str] = []
         for item in node.value:
             name = self.text_of(item, "an engine name").strip()
-            if name not in ENGINES:
-                self.fail(item, f"engines: unknown engine '{name}' (expected {' or '.join(ENGINES)}; mysql means MariaDB and MySQL)")
+            if name not in ENGINE_NAMES:
+                self.fail(item, f"engines: unknown engine '{name}' (expected {' or '.join(ENGINE_NAMES)}; mysql means MariaDB and MySQL)")
             if name in out:
                 self.fail(item, f"engines: '{name}' is named twice")
             out.append(name)
@@ -315,13 +314,13 @@ class _Builder:
 
     def is_engine_mapping(self, node: yaml.Node) -> bool:
         return isinstance(node, yaml.MappingNode) and any(
-            isinstance(k, yaml.ScalarNode) and k.value in ENGINES for k, _ in node.value
+            isinstance(k, yaml.ScalarNode) and k.value in ENGINE_NAMES for k, _ in node.value
         )
 
     def check_engine_keys(self, fields, what: str) -> None:
         for key, (knode, _) in fields.items():
-            if key not in ENGINES:
-                self.fail(knode, f"{what}: '{key}' is not an engine (a mapping by engine takes {', '.join(ENGINES)})")
+            if key not in ENGINE_NAMES:
+                self.fail(knode, f"{what}: '{key}' is not an engine (a mapping by engine takes {', '.join(ENGINE_NAMES)})")
             if key not in self.engines:
                 self.fail(knode, f"{what}: {key} is not an engine of this lesson (engines: [{', '.join(self.engines)}])")
 
@@ -340,8 +339,8 @@ class _Builder:
             self.check_engine_keys(fields, "verified")
             found = {e: self.plain_text(fields[e][1], f"verified ({e})") for e in fields}
         else:
-            found = {"mysql": self.plain_text(vnode, "verified")}
-        return tuple((e, found[e]) for e in ENGINES if found.get(e)), self.span(knode, vnode)
+            found = {DEFAULT_ENGINE: self.plain_text(vnode, "verified")}
+        return tuple((e, found[e]) for e in ENGINE_NAMES if found.get(e)), self.span(knode, vnode)
 
     def explore_variant(self, node: yaml.Node) -> str:
         """The name of a lesson written to be explored: next to this file, or shipped."""
@@ -574,14 +573,12 @@ class _Builder:
 
     @staticmethod
     def unknown_error(spelling: str, engine: str, shared: bool) -> str:
-        errors = pg_errors if engine == "postgresql" else mysql_errors
+        errors = seam_of(engine).errors
         guess = nearest(spelling, (*errors.CLASSES, *errors.NAMES))
         if guess:
             message = f"expect error: unknown error '{spelling}' on {engine}: did you mean '{guess}'?"
-        elif engine == "postgresql":
-            message = f"expect error: unknown error '{spelling}' on {engine}; use a SQLSTATE, a condition name or one of {errors.known_spellings()}"
         else:
-            message = f"expect error: unknown error '{spelling}' on {engine}; use a number or one of {errors.known_spellings()}"
+            message = f"expect error: unknown error '{spelling}' on {engine}; use {errors.SPELT_AS} or one of {errors.known_spellings()}"
         if shared:
             message += "; or write the expectation per engine: {mysql: {error: 1205}, postgresql: {error: 55P03}}"
         return message

@@ -10,13 +10,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
-from ..engine import mysql_errors, pg_errors
+from ..engine.seam import DEFAULT_ENGINE, seam_of
 from ..errors import UsageError
 
-# The engines a lesson can be written for; "mysql" means MariaDB and MySQL alike.
-ENGINES = ("mysql", "postgresql")
 # A lesson that names no engines was written for MariaDB/MySQL, as every lesson was before.
-DEFAULT_ENGINES = ("mysql",)
+DEFAULT_ENGINES = (DEFAULT_ENGINE,)
 
 # As scenarios spell them; each engine's dialect turns one into its server's setting.
 ISOLATION_LEVELS = ("read-uncommitted", "read-committed", "repeatable-read", "serializable")
@@ -50,18 +48,17 @@ class SessionSpec:
 
 @dataclass
 class ErrorMatch:
-    """An expected error, resolved for one engine: MySQL numbers (by number, by name such
-    as ER_LOCK_DEADLOCK, or by portable class) or PostgreSQL SQLSTATEs (by code, condition
-    name or portable class). Only the engine's own set is filled: a MySQL error also carries
-    a SQLSTATE (1213 is 40001), which must not match a PostgreSQL expectation."""
+    """An expected error, resolved for one engine into its codes: MySQL numbers (by number,
+    by name such as ER_LOCK_DEADLOCK, or by portable class) or PostgreSQL SQLSTATEs (by code,
+    condition name or portable class). Matched against an error's own `code`: a MySQL error
+    also carries a SQLSTATE (1213 is 40001), which must not match a PostgreSQL expectation."""
 
     spelling: str
-    errnos: frozenset[int] = frozenset()
-    sqlstates: frozenset[str] = frozenset()
+    codes: frozenset[int | str] = frozenset()
 
     def matches(self, error) -> bool:
         """`error`: the SqlError a statement returned."""
-        return error.errno in self.errnos or error.sqlstate in self.sqlstates
+        return error.code in self.codes
 
 
 @dataclass
@@ -164,7 +161,7 @@ class Scenario:
     explore: str | None = None  # the lesson written for `explore`, next to this one
     cluster: int | None = None  # the Galera nodes it needs; None: a single server
     source: str = field(default="", repr=False, compare=False)
-    engine: str = "mysql"  # the engine this scenario is resolved for
+    engine: str = DEFAULT_ENGINE  # the engine this scenario is resolved for
     engines: tuple[str, ...] = DEFAULT_ENGINES  # every engine the lesson is written for
     stamps: tuple[tuple[str, str], ...] = ()  # (engine, "MariaDB 10.11.19 on 2026-12-03"), every engine's
     verified_span: Span | None = field(default=None, compare=False)
@@ -206,19 +203,15 @@ class Scenario:
         return self.variants[engine]
 
 
-def error_match(spelling: str | int, engine: str = "mysql") -> ErrorMatch:
+def error_match(spelling: str | int, engine: str = DEFAULT_ENGINE) -> ErrorMatch:
     """Resolve an expected error for `engine`: 1205, ER_LOCK_DEADLOCK, 55P03, lock_not_available
     or a portable class such as lock-not-available; KeyError when it means nothing there."""
     text = str(spelling).strip()
-    if engine == "postgresql":
-        return ErrorMatch(text, sqlstates=pg_errors.resolve(text))
-    if text.isdigit():
-        return ErrorMatch(text, errnos=frozenset({int(text)}))
-    return ErrorMatch(text, errnos=mysql_errors.resolve(text))
+    return ErrorMatch(text, codes=seam_of(engine).errors.resolve(text))
 
 
 def error_spelling(error, portable: bool) -> str:
-    """How `record` writes an error (engine/result.py's SqlError, or pg_session.py's PgError): its portable
+    """How `record` writes an error (engine/types.py's SqlError, as each engine makes it): its portable
     class where it has one and the lesson is shared by engines, or the servers of one engine
     differ (1205 vs 3572); else its name, else its code."""
     if error.error_class and (portable or error.error_class in DIFFERING_CLASSES):

@@ -3,7 +3,7 @@ loader runs on every statement, setup and invariant.
 
 A table's files go where DATA DIRECTORY or INDEX DIRECTORY say: the embedded MariaDB ignores
 them (--symbolic-links=0), and a --dsn server does as long as the session's sql_mode holds
-NO_DIR_IN_CREATE, which engine/server.py gives every session. So the words themselves are
+NO_DIR_IN_CREATE, which engine/mysql/server.py gives every session. So the words themselves are
 refused on every engine, and on MariaDB and MySQL whatever could get round that reading:
 naming sql_mode at all (in a string too, which PREPARE may run), SQL made at run time
 (PREPARE or EXECUTE IMMEDIATE of anything but one string literal, whose text is then checked
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from ..engine import mysql
 from ..engine.sql_lexer import END, EXECUTABLE, HINT, PUNCT, QUOTED, WORD, tokens, unquote
 from .model import CAPTURE_REF
 
@@ -47,7 +48,7 @@ CAPTURE_IN_TEXT = (
 def refusal(sql: str, engine: str) -> tuple[int, str] | None:
     """Where in `sql` is what a scenario may not run on `engine`, and why; None if nothing."""
     found = _places_files(sql)
-    if found or engine != "mysql" or not MAY_BE_REFUSED.search(sql):
+    if found or engine != mysql.NAME or not MAY_BE_REFUSED.search(sql):
         return found
     for escaping in READINGS if "\\" in sql else READINGS[:1]:
         found = _mysql_refusal(sql, escaping, captures=True)

@@ -15,11 +15,14 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from ..engine.queue_sql import ClaimError, QueueEngine
+from ..engine.types import ClaimError
 from .lifeline import die_with_parent
 from .strategies import STRATEGIES
+
+if TYPE_CHECKING:
+    from ..engine.seam import Queue
 
 # A worker that waits this long for one row lock retries instead of hanging the run;
 # the server default (50 s) would make a stuck demo look frozen.
@@ -73,7 +76,7 @@ class Shared:
 @dataclass(frozen=True)
 class WorkerSpec:
     index: int
-    queue: QueueEngine
+    queue: Queue
     params: object  # the server's connection parameters, passed to queue.connect
     database: str
     strategy: str

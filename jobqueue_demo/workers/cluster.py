@@ -6,16 +6,15 @@ claim the same job, both write its effect, and the later one is rolled back at C
 (ERROR 1213, counted with the deadlocks: aborted when its node applied the other's write
 set, or its own write set failed certification). The database keeps one completion per
 job; the effects table shows the work done twice. What the crew reads on each node is the
-engine's (engine/galera_queue.py).
+engine's (engine/galera/queue.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..engine.embedded import embedded_with
-from ..engine.galera_queue import NodeState
-from ..engine.server import ServerInfo
+from ..engine.seam import seam_of
+from ..engine.types import NodeState, ServerInfo
 
 
 def agree(states: list[NodeState]) -> bool:
@@ -51,7 +50,7 @@ def compare(config, server: ServerInfo, run, on_progress=None) -> ClusterCompari
     """`run(config, server, on_progress)` three times: over every node, on node 1, on a single server."""
     spread = _whole(run(config, server, on_progress))
     one_node = _whole(run(config, replace(server, nodes=server.nodes[:1]), None))
-    with embedded_with(()) as single_server:
+    with seam_of(server.engine).embedded() as single_server:
         single = _whole(run(config, single_server, None))
     return ClusterComparison(spread, one_node, single)
 

@@ -24,14 +24,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from ..engine.seam import hold_for_life
+from ..engine.types import STATE_ORDERS, ServerInfo, on_node
+from ..errors import STOP_WORDS, ServerError, UsageError, WorkersStuck, stop_of
 from . import claimers
 from .claimers import MAX_BATCH, Field, Phase, Shared, WorkerDone, WorkerFailed, WorkerSpec
-from ..errors import STOP_WORDS, ServerError, UsageError, WorkersStuck, stop_of
 from .lifeline import RUN_PID_ENV
-from ..engine.node_waits import on_node
-from ..engine.owner import hold_for_life
-from ..engine.queue_sql import STATE_ORDERS
-from ..engine.server import ServerInfo
 from .stall import diagnose
 from .strategies import STRATEGIES
 

@@ -13,8 +13,8 @@ import os
 import signal
 import sys
 
-from ..engine.embedded import PR_SET_PDEATHSIG
-
+# prctl's option from <linux/prctl.h>, as engine/throwaway.py arms the servers with it.
+PR_SET_PDEATHSIG = 1
 # The run's pid, read by the forkserver when it starts (it inherits the environment).
 RUN_PID_ENV = "JOBQUEUE_DEMO_RUN_PID"
 

@@ -4,7 +4,7 @@ When no job completes for the stall window the run ends with exit 1, and this sa
 for whom, in which lock mode, on which index record, and how many rows each waiter has
 locked. The server's lock tables are read by the engine (engine/queue_sql.py's `lock_waits`).
 
-On a Galera cluster every node's lock tables are read (engine/galera_queue.py), each thread
+On a Galera cluster every node's lock tables are read (engine/galera/queue.py), each thread
 is named with its node ("worker 3@2", "the applier of node 2"), and a line gives the nodes'
 flow control when a node holds write sets it has not applied: one node's stuck applier stops
 every node's commits, with no lock wait anywhere else to show for it.
@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..engine.galera import FlowControl
-from ..engine.lock_waits import as_text
-from ..engine.node_waits import split
+from ..engine.types import FlowControl, as_text, split
 from ..errors import ServerError
 
 FLOW_CONTROL_NOTE = (

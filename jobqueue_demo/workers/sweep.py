@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from ..engine.types import ServerInfo
 from ..errors import UsageError, stop_of
-from ..engine.server import ServerInfo
-from .strategies import REGISTRY
 from .crew import ISOLATIONS, MAX_WORKERS, WorkersConfig, WorkersSummary, run_workers, validate
+from .strategies import REGISTRY
 
 CEILING = next(s.name for s in REGISTRY if s.ceiling)
 SWEPT_STRATEGIES = tuple(s.name for s in REGISTRY if s.swept)
