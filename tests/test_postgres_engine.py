@@ -162,7 +162,7 @@ def test_the_scratch_database_and_role_are_dropped(pg):
 def test_snapshot_restores_rows_and_sequences(pg_embedded):
     from jobqueue_demo.engine.postgresql.session import answer
 
-    scratch = pg_embedded.seam.scratch(pg_embedded)
+    scratch = pg_embedded.seam.scratch(pg_embedded, confine=True, answer_timeout=10.0)
     scratch.open()
     try:
         user = scratch.session_params.connect()
@@ -260,7 +260,7 @@ def test_show_locks_is_refused_in_one_line():
 def test_scenario_sql_runs_as_the_per_run_role(pg):
     from jobqueue_demo.engine.postgresql.session import answer
 
-    scratch = pg.seam.scratch(pg)
+    scratch = pg.seam.scratch(pg, confine=True, answer_timeout=10.0)
     scratch.open()
     try:
         user = pg.seam.user_connection(scratch, 10.0)
@@ -468,7 +468,7 @@ def test_a_damaged_template_is_rebuilt_once(tmp_path):
 
 def test_reset_session_leaves_a_fresh_session(pg_embedded):
     seam = pg_embedded.seam
-    scratch = seam.scratch(pg_embedded)
+    scratch = seam.scratch(pg_embedded, confine=True, answer_timeout=10.0)
     scratch.open()
     try:
         settings = pg_embedded.dialect.set_session([pg_embedded.dialect.isolation_setting("serializable")])
@@ -553,7 +553,7 @@ def test_a_wait_for_a_safe_snapshot_is_seen_as_isolationtester_sees_it(pg):
 
 def test_copy_to_stdout_and_from_stdin_answer_instead_of_hanging(pg_embedded):
     seam = pg_embedded.seam
-    scratch = seam.scratch(pg_embedded)
+    scratch = seam.scratch(pg_embedded, confine=True, answer_timeout=10.0)
     scratch.open()
     try:
         user = seam.user_connection(scratch, 5.0)

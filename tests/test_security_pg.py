@@ -139,7 +139,7 @@ def test_scenario_code_never_runs_as_the_dsn_role(pg, tmp_path, vector):
 
 
 def test_the_control_connection_resolves_only_catalog_names(pg):
-    scratch = pg.seam.scratch(pg)
+    scratch = pg.seam.scratch(pg, confine=True, answer_timeout=10.0)
     scratch.open()
     try:
         from jobqueue_demo.engine.postgresql.control import rows
@@ -156,7 +156,7 @@ def test_the_restore_runs_as_the_per_run_role(pg_embedded):
     scenario's rights: here a trigger that records who wrote the row."""
     from jobqueue_demo.engine.postgresql.session import answer
 
-    scratch = pg_embedded.seam.scratch(pg_embedded)
+    scratch = pg_embedded.seam.scratch(pg_embedded, confine=True, answer_timeout=10.0)
     scratch.open()
     try:
         user = pg_embedded.seam.user_connection(scratch, 10.0)
