@@ -46,6 +46,7 @@ import glob
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -81,6 +82,11 @@ def one_permutation(spec: Path, folder: str) -> Path:
     return one
 
 
+def children_cpu_s() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def timed(command: list[str], stdin: Path | None = None, cwd: Path | None = None) -> tuple[float, str]:
     started = time.perf_counter()
     with open(stdin or os.devnull, "rb") as given:
@@ -107,13 +113,15 @@ class Isolationtester:
         host = self.params.socket_dir or self.params.host
         return f"dbname={database} host={host} port={self.params.port} user={self.params.user}"
 
-    def run(self, spec: Path, permutations: int) -> float:
+    def run(self, spec: Path, permutations: int) -> tuple[float, float]:
+        """Seconds, whole process, and of them isolationtester's own CPU."""
+        cpu = children_cpu_s()
         elapsed, out = timed([self.binary, self.conninfo(self.database)], stdin=spec)
         ran = len(PERMUTATION.findall(out))
         assert ran == permutations, f"isolationtester ran {ran} permutations of {spec.name}, not {permutations}"
-        return elapsed
+        return elapsed, children_cpu_s() - cpu
 
-    def run_fresh(self, spec: Path, permutations: int) -> float:
+    def run_fresh(self, spec: Path, permutations: int) -> float:  # whole process only
         """As compare-isolationtester does: a database made for the run, dropped after it."""
         database = f"jqdtest_{os.urandom(4).hex()}"
         started = time.perf_counter()
@@ -150,20 +158,20 @@ with api.server(sys.argv[2]) as server:
     scenario = api.for_server(api.load(sys.argv[1]), server)
     with ScheduleRunner(Space(scenario, ()), server, ExploreOptions(jobs=1)) as runner:
         source, count = DepthFirst(None), 0
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         while (chooser := source.take()) is not None:
             source.done(chooser, runner.run(chooser))
             count += 1
-        print(count, (time.perf_counter() - started) / count)
+        print(count, (time.perf_counter() - started) / count, (time.process_time() - cpu) / count)
 """
 
 
-def steady(spec: Path, dsn: str, permutations: int, checkout: Path = ROOT) -> float:
-    """Seconds per schedule once explore's runner is open."""
+def steady(spec: Path, dsn: str, permutations: int, checkout: Path = ROOT) -> tuple[float, float]:
+    """Seconds per schedule once explore's runner is open, and of them our process's CPU."""
     _, out = timed([sys.executable, "-c", STEADY, str(ours_input(spec)), dsn], cwd=checkout)
-    count, per_s = out.split()
+    count, per_s, cpu_s = out.split()
     assert int(count) == permutations, (spec.name, count)
-    return float(per_s)
+    return float(per_s), float(cpu_s)
 
 
 def spec_size(spec: Path, binary: str, tester: Isolationtester) -> int:
@@ -180,8 +188,10 @@ def measure(
     spec: Path, tester: Isolationtester, dsn: str, rounds: int, folder: str, before: Path | None = None
 ) -> dict[str, dict[str, float]]:
     """Per row: the whole process for every permutation (all_s), and seconds per permutation
-    in the steady state (per_s). isolationtester's per_s is (all - one) / (N - 1); ours is
-    measured in its steady state itself. fixed_s: a one-permutation run less per_s."""
+    in the steady state (per_s), with the CPU our process, or isolationtester's, spent in it
+    (cpu_s: what the client does, beside the server's work and the waits). isolationtester's
+    per_s is (all - one) / (N - 1); ours is measured in its steady state itself. fixed_s: a
+    one-permutation run less per_s."""
     size = spec_size(spec, tester.binary, tester)
     one = one_permutation(spec, folder)
     checkouts = {"": ROOT, **({" (--before)": before} if before is not None else {})}
@@ -203,26 +213,32 @@ def measure(
     for _ in range(rounds):
         for name, kinds in runs.items():
             for what, run in kinds.items():
-                times[name][what].append(run())
+                got = run()
+                times[name][what].append(got if isinstance(got, tuple) else (got, float("nan")))
     out: dict[str, dict[str, float]] = {"permutations": {"n": size}}
     for name, kinds in times.items():
-        median = {what: statistics.median(values) for what, values in kinds.items()}
+        wall = {what: statistics.median(w for w, _ in values) for what, values in kinds.items()}
+        cpu = {what: statistics.median(c for _, c in values) for what, values in kinds.items()}
         if name.startswith("explore --jobs 1"):  # one runner's steady state, measured above
-            median["per"] = out[name.replace(" --jobs 1", "")]["per_s"]
-        elif "per" not in median:
-            median["per"] = (median["all"] - median["one"]) / (size - 1) if "one" in median else float("nan")
-        fixed = median["one"] - median["per"] if "one" in median else float("nan")
-        out[name] = {"all_s": median["all"], "per_s": median["per"], "fixed_s": fixed}
+            wall["per"], cpu["per"] = out[name.replace(" --jobs 1", "")]["per_s"], float("nan")
+        elif "per" not in wall:
+            wall["per"] = (wall["all"] - wall["one"]) / (size - 1) if "one" in wall else float("nan")
+            cpu["per"] = (cpu["all"] - cpu["one"]) / (size - 1) if "one" in cpu else float("nan")
+        fixed = wall["one"] - wall["per"] if "one" in wall else float("nan")
+        out[name] = {"all_s": wall["all"], "per_s": wall["per"], "cpu_s": cpu["per"], "fixed_s": fixed}
     return out
 
 
 def report(spec: Path, figures: dict, rounds: int) -> None:
     size = figures["permutations"]["n"]
     print(f"{spec.name}: {size} permutations, median of {rounds} interleaved round(s)")
-    print(f"  {'':32s} {'whole process, s':>17s} {'steady, ms/perm':>16s} {'fixed, ms':>10s}")
+    print(f"  {'':32s} {'whole process, s':>17s} {'steady, ms/perm':>16s} {'its CPU, ms':>12s} {'fixed, ms':>10s}")
     for name, row in figures.items():
         if name != "permutations":
-            print(f"  {name:32s} {row['all_s']:17.3f} {row['per_s'] * 1000:16.2f} {row['fixed_s'] * 1000:10.0f}")
+            print(
+                f"  {name:32s} {row['all_s']:17.3f} {row['per_s'] * 1000:16.2f} {row['cpu_s'] * 1000:12.2f} "
+                f"{row['fixed_s'] * 1000:10.0f}"
+            )
     anchor, fresh = figures[ANCHOR], figures[FRESH]
     for name, row in figures.items():
         if not name.startswith("explore"):
