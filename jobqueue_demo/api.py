@@ -174,7 +174,10 @@ def run(
     # Ctrl-C) must roll back and drop the scratch database while the server is still up.
     try:
         options = RunOptions(step_timeout=step_timeout, show_locks=show_locks, session_settings=settings)
-        with closing(Run(scenario, server, options).events()) as stream:
+        runner = Run
+        if scenario.spec is not None:  # an isolation spec: every permutation, as isolationtester runs them
+            from .run.spec_run import SpecRun as runner
+        with closing(runner(scenario, server, options).events()) as stream:
             for event in stream:
                 events.append(event)
                 if on_event is not None:
@@ -182,6 +185,8 @@ def run(
     except StuckError as e:
         raise _stuck_after(scenario, events, e) from None
     checked = sum(1 for _, s in scenario.statements() if s.expect is not None)
+    if scenario.spec is not None:  # a spec expects nothing of a step: its errors are its output
+        return RunReport(events, [], checked, ran_on)
     return RunReport(events, check(scenario, events), checked, ran_on)
 
 
@@ -359,6 +364,13 @@ def explore_options(
         jobs=jobs,
         step_timeout=step_timeout,
     )
+
+
+def explore_faults() -> tuple[str, ...]:
+    """What `explore --faults` takes, in the order it tries them (scenario/fault_kinds.py)."""
+    from .scenario.fault_kinds import EXPLORE_FAULTS
+
+    return EXPLORE_FAULTS
 
 
 def explore_planned(scenario: Scenario, options) -> int:

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from jobqueue_demo.run.faults import INJECTORS
+from jobqueue_demo.scenario.fault_kinds import BY_NAME, KINDS, STEP_FAULTS
+
 PACKAGE = Path(__file__).resolve().parent.parent / "jobqueue_demo"
 TOP = {"errors", "safe_write"}  # importable from every layer
 MAY_IMPORT = {
@@ -20,18 +23,29 @@ MAY_IMPORT = {
 UI_LIBRARIES = {"typer", "rich", "click"}
 
 
+def package_of(path: Path) -> str:
+    """The package a file's relative imports start from (an __init__.py's is its own)."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1])
+
+
+def from_base(node: ast.ImportFrom, package: str) -> str:
+    """The module a `from ... import` names, made absolute."""
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join(parts + ([base] if base else []))
+    return base
+
+
 def imports(path: Path) -> list[tuple[str, int]]:
     """(module, line) for every import in the file, relative ones made absolute."""
-    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(parts + ([base] if base else []))
+            base = from_base(node, package_of(path))
             found += [(f"{base}.{alias.name}" if not node.module else base, node.lineno) for alias in node.names]
     return found
 
@@ -87,10 +101,7 @@ def private_reaches(source: str, package: str) -> list[str]:
     modules, found = set(), []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(parts + ([base] if base else []))
+            base = from_base(node, package)
             if base.split(".")[0] != "jobqueue_demo":
                 continue
             for alias in node.names:
@@ -126,6 +137,70 @@ def test_the_checker_sees_a_private_reach():
     ]
 
 
+# Fault kinds: scenario/fault_kinds.py is the one list of them, and every layer that may import
+# it reads names, words and properties from there. engine/ and workers/ may not import it: what
+# of theirs is spelled like a kind means something else ("wait", a lock mode; "kill", a worker
+# killed), except engine's FAULT_CALLS, whose keys are checked against the registry below.
+REGISTRY = PACKAGE / "scenario" / "fault_kinds.py"
+READ_THE_REGISTRY = [
+    p for p in SOURCES if p != REGISTRY and p.relative_to(PACKAGE).parts[0] not in ("engine", "workers")
+]
+# Literals in those layers spelled as a fault kind, meaning something else.
+OTHER_MEANINGS = {
+    ("render/columns.py", "wait"): "a line's kind: a statement seen waiting",
+    ("render/export.py", "wait"): "the CSS class of a waiting line",
+}
+
+
+def spelled(source: str, names) -> list[tuple[int, str]]:
+    """(line, literal) for every string literal of the source that is one of `names`."""
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
+    ]
+
+
+@pytest.mark.parametrize("path", READ_THE_REGISTRY, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_registry_spells_a_fault_kind(path):
+    where = path.relative_to(PACKAGE).as_posix()
+    found = [f"{where}:{line} {name!r}" for line, name in spelled(path.read_text(), BY_NAME) if (where, name) not in OTHER_MEANINGS]
+    assert found == [], "read the fault kind from scenario/fault_kinds.py"
+
+
+def test_the_other_meanings_are_still_there():
+    for where, name in OTHER_MEANINGS:
+        assert name in [n for _, n in spelled((PACKAGE / where).read_text(), BY_NAME)], where
+
+
+def test_the_checker_sees_a_spelled_fault_kind():
+    source = 'FAULT = "kill"\nif action == "kill-query":\n    print("killed")\n'
+    assert spelled(source, BY_NAME) == [(1, "kill"), (2, "kill-query")]
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.name)
+def test_every_fault_kind_is_told_and_injected(kind):
+    assert kind.told, "what the transcript and the columns say of it"
+    if kind.written:
+        assert kind.name in INJECTORS, "run/faults.py does a kind scenarios write"
+    else:
+        assert kind.explored and kind.sql, "a kind no scenario writes is explore's statement in a step's place"
+
+
+def test_every_injector_is_of_a_kind_scenarios_write():
+    assert sorted(INJECTORS) == sorted(STEP_FAULTS)
+
+
+def test_every_server_call_is_of_a_registered_kind():
+    """engine/ names the call each kind is done with (FAULT_CALLS) without importing the registry."""
+    keys = []
+    for path in (PACKAGE / "engine").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "FAULT_CALLS" for t in node.targets):
+                keys += [key.value for key in node.value.keys]
+    assert keys and set(keys) <= set(STEP_FAULTS)
+
+
 # -- engine/: one package per engine behind the typed seam ----------------------------------
 
 ENGINE = "jobqueue_demo.engine"
@@ -150,9 +225,7 @@ def runtime_imports(path: Path) -> list[tuple[str, int]]:
         for stmt in node.body
         for inner in ast.walk(stmt)
     }
-    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
-    if path.name == "__init__.py":
-        package = module_of(path)
+    package = module_of(path) if path.name == "__init__.py" else package_of(path)
     found = []
     for node in ast.walk(tree):
         if id(node) in skipped:
@@ -160,10 +233,7 @@ def runtime_imports(path: Path) -> list[tuple[str, int]]:
         if isinstance(node, ast.Import):
             found += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(parts + ([base] if base else []))
+            base = from_base(node, package)
             for alias in node.names:
                 name = f"{base}.{alias.name}"
                 found.append((name if _is_module(name) else base, node.lineno))

@@ -12,7 +12,8 @@ from jobqueue_demo.engine.mysql import errors as mysql_errors
 from jobqueue_demo.engine.postgresql import errors as pg_errors
 from jobqueue_demo.engine.seam import ENGINE_NAMES as ENGINES
 from jobqueue_demo.scenario import loader
-from jobqueue_demo.scenario.model import FAULT_ACTIONS, INVARIANT_HOLDS, ISOLATION_LEVELS
+from jobqueue_demo.scenario.fault_kinds import STEP_FAULTS
+from jobqueue_demo.scenario.model import INVARIANT_HOLDS, ISOLATION_LEVELS
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMAT = (ROOT / "docs" / "scenario-format.md").read_text()
@@ -24,7 +25,7 @@ ACCEPTED = sorted(
     | loader.SESSION_KEYS
     | loader.EXPECT_KEYS
     | set(loader.STEP_WORDS)
-    | set(FAULT_ACTIONS)
+    | set(STEP_FAULTS)
     | set(INVARIANT_HOLDS)
     | set(ISOLATION_LEVELS)
     | set(mysql_errors.CLASSES)

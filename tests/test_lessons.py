@@ -94,7 +94,8 @@ def test_lessons_ship_in_the_wheel_and_run_by_name(tmp_path, embedded):
     with zipfile.ZipFile(wheel) as z:
         shipped = {Path(n).name for n in z.namelist() if n.startswith("jobqueue_demo/lessons/")}
         z.extractall(tmp_path / "site")
-    assert shipped == {p.name for p in LESSONS}
+    specs = {p.name for p in (ROOT / "scenarios" / "specs").glob("*.spec")}  # the isolation specs, in lessons/specs/
+    assert specs and shipped == {p.name for p in LESSONS} | specs
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

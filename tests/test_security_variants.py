@@ -157,7 +157,7 @@ def test_an_event_makes_explore_rebuild(server):
     no step's text shows it (a shared server may have the event scheduler on)."""
     from jobqueue_demo.engine.mysql.control import execute
 
-    scratch = server.seam.scratch(server, multi_statements=True)
+    scratch = server.seam.scratch(server, several_statements=True)
     scratch.open()
     try:
         with closing(server.seam.user_connection(scratch, 10.0)) as user:

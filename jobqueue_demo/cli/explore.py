@@ -8,19 +8,19 @@ from typing import List, Optional
 
 import typer
 
+from .. import api
 from .shared import Cluster, Dsns, StepTimeout, app, fitted, heading, server_for
 from ..errors import EXIT_MISMATCH, UsageError
 from .matrix import MATRIX_HELP
+
+FAULTS_HELP = f"Also let one session give up at every point: {', '.join(api.explore_faults())} (comma-separated)."
 
 
 @app.command()
 def explore(
     scenario: str = typer.Argument(..., help="Scenario file or lesson name."),
     dsn: Dsns = None,
-    faults: str = typer.Option(
-        "", "--faults", help="Also let one session give up at every point: rollback, disconnect (comma-separated).",
-        show_default=False,
-    ),
+    faults: str = typer.Option("", "--faults", help=FAULTS_HELP, show_default=False),
     max_schedules: Optional[int] = typer.Option(None, "--max-schedules", min=1, help="Stop after this many schedules."),
     sample: Optional[int] = typer.Option(None, "--sample", min=1, help="Run this many random schedules instead of all."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for --sample (default: random, and printed)."),
@@ -47,7 +47,6 @@ def explore(
       jobqueue-demo explore claim-without-lock-explore --matrix innodb_snapshot_isolation=ON,OFF
       jobqueue-demo explore skip-locked-explore --cluster 3 --max-schedules 100
     """
-    from .. import api
     from ..render.color import color_on
     from ..render.explore_report import as_dict, print_report, verdict
     from ..render.late_progress import LateProgress

@@ -25,6 +25,7 @@ class Layout(str, Enum):
 class RunFormat(str, Enum):
     text = "text"
     json = "json"
+    isolationtester = "isolationtester"
 
 
 @app.command()
@@ -44,7 +45,9 @@ def run(
         Layout.transcript, "--layout", help="transcript: psql style; columns: one column per session, time downwards."
     ),
     fmt: RunFormat = typer.Option(
-        RunFormat.text, "--format", help="text, or json: one JSON object per event per line (JSON Lines)."
+        RunFormat.text, "--format",
+        help="text, json: one JSON object per event per line (JSON Lines), or isolationtester: a .spec's run as "
+        "PostgreSQL's isolationtester prints it.",
     ),
     show_locks: ShowLocks = False,
     matrix: List[str] = typer.Option([], "--matrix", metavar="NAME=V1,V2", help=MATRIX_HELP, show_default=False),
@@ -63,15 +66,20 @@ def run(
       jobqueue-demo run deadlock > handout.txt
       jobqueue-demo run skip-locked --dsn mysql://root@127.0.0.1:3306/test
       jobqueue-demo run cluster-skip-locked --layout columns
+      jobqueue-demo run skip-locked.spec --format isolationtester
     """
     from .. import api
     from ..errors import UsageError
     from ..render.stepper import Interrupted, Pacing, Quit
     from ..render.transcript import prompted
 
-    if fmt is RunFormat.json and layout is Layout.columns:
-        raise UsageError("--layout columns is a text layout; leave it out with --format json")
+    if fmt is not RunFormat.text and layout is Layout.columns:
+        raise UsageError(f"--layout columns is a text layout; leave it out with --format {fmt.value}")
     loaded = api.load(scenario)
+    if fmt is RunFormat.isolationtester and loaded.spec is None:
+        raise UsageError("--format isolationtester prints an isolation spec's run; give a .spec file")
+    if loaded.spec is not None and (matrix or show_locks):
+        raise UsageError("an isolation spec runs as isolationtester runs it: --matrix and --show-locks are for YAML scenarios")
     if matrix:
         _matrix_alone(step or pace is not None or fmt is RunFormat.json or layout is Layout.columns or show_locks)
         lesson_matrix_command([loaded], dsn, matrix, step_timeout, checking=False)
@@ -80,7 +88,8 @@ def run(
     with server_for(dsn, (loaded,), cluster) as server:
         # Part of the transcript, so a handout written with `> file` starts with it; JSON
         # Lines keep standard output for events only.
-        heading(f"-- {loaded.title}: on {server.label} ({server.where})", fmt is RunFormat.json)
+        if fmt is not RunFormat.isolationtester:
+            heading(f"-- {loaded.title}: on {server.label} ({server.where})", fmt is RunFormat.json)
         with _step_gate(Pacing(step, pace), len(loaded.steps)) as gate:
 
             def on_event(event) -> None:
@@ -124,6 +133,10 @@ def _run_view(loaded, layout: Layout, fmt: RunFormat):
         from ..render.events_json import JsonEventsView
 
         return JsonEventsView(sys.stdout).write
+    if fmt is RunFormat.isolationtester:
+        from ..render.isolationtester import IsolationtesterView
+
+        return IsolationtesterView(sys.stdout, sys.stderr, loaded, sys.stdout.isatty()).write
     from ..render.color import color_on
 
     if layout is Layout.columns:

@@ -219,9 +219,12 @@ def server_for(dsn: str | list[str] | None, scenarios: tuple = (), cluster: int 
     from .. import api
 
     single, nodes = api.split_dsns(dsn)
-    api.check_engine(scenarios, single, options.engine)
+    engine = options.engine
+    if engine is None and single is None and scenarios and all(s.spec is not None for s in scenarios):
+        engine = "postgresql"  # an isolation spec is PostgreSQL's: its embedded server, unless a DSN says otherwise
+    api.check_engine(scenarios, single, engine)
     size = cluster or max((s.cluster or 0 for s in scenarios), default=0) or len(nodes) or None
-    return api.server(single, options.allow_shared_user, options.engine, size, nodes)
+    return api.server(single, options.allow_shared_user, engine, size, nodes)
 
 
 def fitted(text: str, stream, indent: str = "   ") -> str:

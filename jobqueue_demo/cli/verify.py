@@ -234,6 +234,11 @@ def record(
     from ..errors import UsageError
 
     loaded = api.load(scenario)
+    if loaded.spec is not None:
+        raise UsageError(
+            f"{loaded.path}: record writes expectations into a YAML scenario; an isolation spec's expected "
+            f"output is isolationtester's: jobqueue-demo run {loaded.path} --format isolationtester > expected.out"
+        )
     name = api.lesson_name(loaded)
     if name != loaded.path and not in_place:
         raise UsageError(

@@ -178,8 +178,12 @@ class TrxStatus:
 
 
 
-@dataclass(frozen=True)
+# Plain, not frozen, as Result is: made once per deadlock or survey and only read after;
+# nothing compares or hashes one, and this module is on every run's start-up (docs/architecture.md).
+@dataclass(eq=False)
 class Lock:
+    """One lock of a deadlock report: on a table, or on an index record or the gap before it."""
+
     table: str
     index: str  # "" for a table lock
     mode: str  # X, S, IX, IS, AUTO-INC
@@ -199,7 +203,7 @@ class Lock:
         return f"{self.mode} {self.kind} lock on {' '.join(filter(None, (self.table, self.index)))}{at}"
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Party:
     """One transaction of the cycle, in the server's numbering."""
 
@@ -212,8 +216,10 @@ class Party:
     session: str = ""  # the scenario's name for it, when it is one of the run's sessions
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class DeadlockCycle:
+    """The transactions of a deadlock in the order each waited for the next, and its victim."""
+
     parties: tuple[Party, ...]
     victim: int  # the number of the transaction rolled back
 
@@ -261,7 +267,7 @@ class DeadlockCycle:
         return replace(self, parties=tuple(replace(p, session=names.get(p.session, p.session)) for p in self.parties))
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Survey:
     """The scratch database's base tables, or why restoring their rows would not reset it."""
 
@@ -380,33 +386,6 @@ class ClaimError(Exception):
     def __init__(self, kind: str | None, text: str):
         super().__init__(text)
         self.kind = kind
-
-
-@dataclass(frozen=True)
-class NodeState:
-    """What one node holds after the run, read once it has applied everything."""
-
-    node: int
-    done: int
-    completions: int
-    checksum: str
-
-
-@dataclass(frozen=True)
-class FlowControl:
-    """One node's flow-control state: whether it asked the cluster to pause, and its queues."""
-
-    node: int
-    active: bool  # replication is paused cluster-wide, as this node sees it
-    requested: bool  # this node asked for the pause: its receive queue passed the limit
-    recv_queue: int  # write sets received and not yet applied
-    send_queue: int  # local write sets not yet sent
-    paused: float  # share of the time since FLUSH STATUS that replication was paused
-    state: str  # e.g. "Synced"; a "Desynced" node asks for no pause however long its queue
-
-    @property
-    def queued(self) -> bool:
-        return self.active or self.requested or self.recv_queue > 0
 
 
 def as_text(value) -> str:

@@ -12,6 +12,7 @@ leaves the same wrong balance as a lost one) is never offered.
 from __future__ import annotations
 
 from ..run import events as ev
+from ..scenario.fault_kinds import BY_NAME
 from .anomaly import BEGINS, ENDS, READS
 
 
@@ -51,7 +52,9 @@ def _needed(space, execution) -> int:
     for taken, move in enumerate(execution.moves, 1):
         index = space.tracks[move.session][move.position][0]
         answer = answers.get((move.session, index))
-        if move.fault != "disconnect" and (answer is None or not _changes_nothing(answer)):
+        # A dropped socket gets no answer to judge, and its transaction is rolled back, as the prefix's reset would.
+        dropped = move.fault and BY_NAME[move.fault].drops_socket
+        if not dropped and (answer is None or not _changes_nothing(answer)):
             needed = taken
     return needed
 

@@ -26,22 +26,12 @@ from ..engine.types import Result
 from ..errors import StuckError, UsageError
 from ..run import events as ev
 from ..run.driver import Driver, RunOptions
+from ..scenario.fault_kinds import BY_NAME, EXPLORE_FAULTS
 from ..scenario.model import Fault, Invariant, Scenario, Statement, is_wait
-
-FAULTS = ("rollback", "disconnect")
-# Fault steps written in the scenario act on a session from outside, so they can be taken
-# while its statement waits. A `wait:` step is different (Space).
-OUTSIDE_ACTIONS = frozenset({"kill", "disconnect", "kill-query"})
 
 OK, VIOLATED, DEADLOCK, ERROR, STUCK, DIVERGED = "ok", "violated", "deadlock", "error", "stuck", "diverged"
 # An error the statement's `expect:` names: what the lesson says happens, told but no failure.
 EXPECTED = "expected"
-# Fault steps that end a session's statement or connection, and the errors its statements then get.
-ENDS_STATEMENT = {
-    "kill": ("connection-lost", "interrupted"),
-    "disconnect": ("connection-lost",),
-    "kill-query": ("interrupted",),
-}
 # A schedule's outcome is its worst finding, in this order: those that fail the verdict first.
 SEVERITY = (STUCK, DIVERGED, VIOLATED, ERROR, DEADLOCK, EXPECTED)
 # A 1213 on a Galera node that was no deadlock, as a finding says it (run/events.py's
@@ -91,7 +81,7 @@ class Move:
 
     @property
     def key(self) -> tuple:
-        return (self.fault != "", self.rank, FAULTS.index(self.fault) if self.fault else -1)
+        return (self.fault != "", self.rank, EXPLORE_FAULTS.index(self.fault) if self.fault else -1)
 
 
 @dataclass(frozen=True)
@@ -124,7 +114,7 @@ class Execution:
         if self.stuck:
             return [(STUCK, self._stuck_key())]
         out = [(VIOLATED, c.invariant.name) for c in self.checks if not c.held]
-        faults = {e.session: e for e in self.events if isinstance(e, ev.FaultApplied) and e.action in ENDS_STATEMENT}
+        faults = {e.session: e for e in self.events if isinstance(e, ev.FaultApplied) and BY_NAME[e.action].ends}
         for event in self.events:
             if isinstance(event, ev.Completed) and event.result.error is not None:
                 out.append(self._error_finding(event, faults.get(event.session)))
@@ -141,7 +131,7 @@ class Execution:
             return DEADLOCK, f"{where} {ROLLED_BACK.get(event.rollback, 'chosen as the victim')}"
         if expected is not None and expected.matches(error):
             return EXPECTED, f"ERROR {error.code} for {where}, as its expect: says ({expected.spelling})"
-        if fault is not None and error.error_class in ENDS_STATEMENT[fault.action]:
+        if fault is not None and error.error_class in BY_NAME[fault.action].ends:
             return EXPECTED, f"ERROR {error.code} for {where}, by the {fault.action} at line {self.lines.get(fault.index, '?')}"
         return ERROR, f"ERROR {error.code} for {where}"
 
@@ -264,12 +254,13 @@ class Space:
             if is_wait(step):
                 go = name in self.times_out
             else:
-                go = not waiting or (isinstance(step, Fault) and step.action in OUTSIDE_ACTIONS)
+                # A fault step done from outside the session can go while its statement waits.
+                go = not waiting or (isinstance(step, Fault) and BY_NAME[step.action].outside)
             if go:
                 steps.append(self._move(rank, name, position))
             if not cursor.faulted:
                 # A waiting session cannot send ROLLBACK, but its process can still die.
-                faults += [self._move(rank, name, position, f) for f in self.faults if f == "disconnect" or not waiting]
+                faults += [self._move(rank, name, position, f) for f in self.faults if not waiting or BY_NAME[f].outside]
         return steps + faults
 
     def forced_wait(self, cursor: Cursor, blocked: frozenset[str]) -> Move | None:
@@ -284,11 +275,12 @@ class Space:
 
     def step_for(self, move: Move) -> tuple[int, Statement | Fault]:
         index, step = self.tracks[move.session][move.position]
-        if move.fault == "rollback":
-            return index, Statement(move.session, "ROLLBACK;", step.line, comment="gives up here instead of going on")
-        if move.fault == "disconnect":
-            return index, Fault("disconnect", move.session, step.line)
-        return index, step
+        if not move.fault:
+            return index, step
+        kind = BY_NAME[move.fault]
+        if kind.written:
+            return index, Fault(kind.name, move.session, step.line)
+        return index, Statement(move.session, kind.sql, step.line, comment=kind.told)
 
 
 # -- choosing the next move ---------------------------------------------------------------
@@ -566,9 +558,9 @@ class Report:
 
 def planned(scenario: Scenario, options: ExploreOptions) -> int:
     """How many schedules an exploration will run at most; UsageError when it is not runnable."""
-    unknown = [f for f in options.faults if f not in FAULTS]
+    unknown = [f for f in options.faults if f not in EXPLORE_FAULTS]
     if unknown:
-        raise UsageError(f"unknown fault '{unknown[0]}' (use {', '.join(FAULTS)})")
+        raise UsageError(f"unknown fault '{unknown[0]}' (use {', '.join(EXPLORE_FAULTS)})")
     bound = Space(scenario, options.faults).bound()
     if options.sample is not None:
         return options.sample

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..run import events as ev
+from ..scenario.fault_kinds import BY_NAME
 from .color import console, session_colours
 from .table import format_table
 from .transcript import (
@@ -130,7 +131,7 @@ class ColumnsLayout:
         if isinstance(event, ev.Waiting):
             self.waiting.add(event.session)
         # A dropped socket ends a waiting statement without an answer, so no Completed follows.
-        if isinstance(event, ev.Completed) or isinstance(event, ev.FaultApplied) and event.action == "disconnect":
+        if isinstance(event, ev.Completed) or isinstance(event, ev.FaultApplied) and BY_NAME[event.action].drops_socket:
             self.waiting.discard(event.session)
 
     # -- drawing ----------------------------------------------------------------

@@ -24,11 +24,11 @@ def compare_text(left: EngineRun, right: EngineRun, found: list[StepDifference],
     cell = (width - MARGIN - len(PLAIN.sep)) // 2
     rule = " " * MARGIN + PLAIN.rule * cell + PLAIN.cross + PLAIN.rule * cell
     out = [*wrap(f"-- {left.scenario.title}", width, "   "), _row(" ", [left.server], [right.server], cell), rule]
-    marked = {d.step for d in found}
+    marked = {(d.permutation, d.step) for d in found}
     groups_left, groups_right = _by_step(left.events, cell), _by_step(right.events, cell)
-    for index in sorted(groups_left.keys() | groups_right.keys()):
-        mark = MARK if index + 1 in marked else " "
-        out.append(_row(mark, groups_left.get(index, []), groups_right.get(index, []), cell))
+    for key in sorted(groups_left.keys() | groups_right.keys()):
+        mark = MARK if (key[0], key[2] + 1) in marked else " "
+        out.append(_row(mark, groups_left.get(key, []), groups_right.get(key, []), cell))
     out.append(rule)
     out += [piece for line in summary_lines(left, right, found) for piece in wrap(line, width, " " * 6)]
     return "\n".join(out) + "\n"
@@ -70,14 +70,20 @@ def compare_json(left: EngineRun, right: EngineRun, found: list[StepDifference])
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def _by_step(events, cell: int) -> dict[int, list[str]]:
-    """Each step's lines, wrapped to the cell: whatever happened while that step ran."""
-    groups: dict[int, list[str]] = {}
+def _by_step(events, cell: int) -> dict[tuple[int, int, int], list[str]]:
+    """Each step's lines, wrapped to the cell: whatever happened while that step ran; keyed by
+    (permutation, place in the run, step index): a spec's permutations counted from 1, each
+    headed by its own line (step index -1), a scenario's steps all in permutation 0."""
+    groups: dict[tuple[int, int, int], list[str]] = {}
     current = None
-    for event in events:
+    permutation = 0
+    for place, event in enumerate(events):
         if isinstance(event, ev.StepStarting):
-            current = event.index
+            current = (permutation, place, event.index)
             continue
+        if isinstance(event, ev.PermutationStarting):
+            permutation += 1
+            current = (permutation, place, -1)
         if current is None:
             continue
         for line in _lines(event, cell):

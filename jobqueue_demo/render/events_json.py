@@ -87,6 +87,20 @@ def records(event) -> list[dict]:
         return [_stuck(event)]
     if isinstance(event, ev.RunFinished):
         return [{"event": "run_finished", "time_ms": _ms(event.elapsed_ms)}]
+    return _spec_records(event)
+
+
+def _spec_records(event) -> list[dict]:
+    """An isolation spec's own events (run/spec_run.py)."""
+    if isinstance(event, ev.PermutationStarting):
+        return [{"event": "permutation", "steps": list(event.steps)}]
+    if isinstance(event, ev.Noticed):
+        return [{"event": "notices", "session": event.session, "notices": list(event.lines)}]
+    if isinstance(event, ev.Notified):
+        return [{"event": "notify", "session": event.session, "channel": event.channel,
+                 "payload": event.payload, "sender": event.sender}]
+    if isinstance(event, ev.ScriptAnswered):
+        return [{"event": event.what, "session": event.session, **result_record(event.result)}]
     return []
 
 

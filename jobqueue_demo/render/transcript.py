@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from ..engine.types import Result
+from ..engine.types import Result, shown
 from ..run import events as ev
+from ..scenario.fault_kinds import BY_NAME
 from .color import console, session_colours
 from .table import format_table
 
@@ -143,6 +144,8 @@ def wait_phrase(event: ev.Waiting) -> str:
     """E.g. "waiting for a table lock held by B (jobs: B holds RowShareLock, A asks
     AccessExclusiveLock)", or for a statement behind another's request still in the queue,
     "waiting for a metadata lock, queued behind A's LOCK TABLES, which waits for B (...)"."""
+    if event.kind == ev.ANNOTATED:
+        return "told waiting by the permutation's annotation"
     holders = [e for e in event.edges if e.how != ev.QUEUED]
     queued = [e for e in event.edges if e.how == ev.QUEUED]
     article = "an" if event.kind[:1] in "aeiou" else "a"
@@ -189,6 +192,21 @@ def event_lines(event) -> list[Line]:
         return [Line(locks_taken_text(event), event.session, NOTE)]
     if isinstance(event, ev.Stuck):
         return stuck_lines(event)
+    return spec_lines(event)
+
+
+def spec_lines(event) -> list[Line]:
+    """An isolation spec's own events: a permutation's start, notices, a failed teardown."""
+    if isinstance(event, ev.PermutationStarting):
+        return [Line(""), Line("-- permutation: " + " ".join(event.steps), None, NOTE)]
+    if isinstance(event, ev.Noticed):
+        return [Line(f"{event.session}: {shown(line)}", event.session, NOTE) for line in event.lines]
+    if isinstance(event, ev.Notified):
+        text = f'NOTIFY "{event.channel}" with payload "{event.payload}" from {event.sender}'
+        return [Line(f"-- {event.session} received {shown(text)}", event.session, NOTE)]
+    if isinstance(event, ev.ScriptAnswered) and event.result.error is not None:
+        where = f"{event.session}'s {event.what}" if event.session else event.what
+        return [Line(f"-- {where} failed: {event.result.error}", event.session, NOTE)]
     return []
 
 
@@ -218,18 +236,9 @@ def stuck_lines(event: ev.Stuck) -> list[Line]:
     return [head] + [Line(f"--   {text}", None, NOTE) for text in event.chain.lines()]
 
 
-FAULT_WORDS = {
-    "kill": "killed from the control connection",
-    "disconnect": "disconnected abruptly, as a crashed process would (no ROLLBACK sent)",
-    "kill-query": "statement killed from the control connection",
-    "reconnect": "reconnected",
-    "wait": "waited for",
-}
-
-
 def fault_text(event: ev.FaultApplied) -> str:
     call = f" ({event.call})" if event.call else ""
-    text = f"-- {event.session} {FAULT_WORDS[event.action]}{call}: {event.detail}"
+    text = f"-- {event.session} {BY_NAME[event.action].told}{call}: {event.detail}"
     if event.took_ms is not None:
         text += f" after {event.took_ms:.1f} ms"
     return text

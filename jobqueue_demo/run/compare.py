@@ -38,6 +38,7 @@ class StepDifference:
     what: str  # "waited vs not", "error vs rows", "different rows", "different errors", ...
     left: str
     right: str
+    permutation: int = 0  # an isolation spec's, from 1; 0 for a scenario
 
 
 @dataclass
@@ -50,10 +51,37 @@ class Comparison:
 
 
 def differences(left: EngineRun, right: EngineRun) -> list[StepDifference]:
-    """Every statement whose outcome differs between the two runs, in step order."""
-    seen_left, seen_right = outcomes(list(left.events)), outcomes(list(right.events))
+    """Every statement whose outcome differs between the two runs, in step order; for an
+    isolation spec, permutation by permutation (a step runs once in each)."""
+    if left.scenario.spec is None:
+        return _differences(left.scenario, list(left.events), list(right.events))
     found = []
-    for index, step in left.scenario.statements():
+    pairs = zip(_permutations(left.events), _permutations(right.events))
+    for number, (events_left, events_right) in enumerate(pairs, 1):
+        for d in _differences(left.scenario, events_left, events_right):
+            found.append(StepDifference(d.step, d.line, d.session, f"permutation {number}: {d.what}", d.left, d.right, number))
+    return found
+
+
+def _permutations(events) -> list[list]:
+    """A spec run's events, cut where each permutation starts."""
+    from .events import PermutationStarting
+
+    cut: list[list] = []
+    for event in events:
+        if isinstance(event, PermutationStarting):
+            cut.append([])
+        elif cut:
+            cut[-1].append(event)
+    return cut
+
+
+def _differences(scenario: Scenario, events_left: list, events_right: list) -> list[StepDifference]:
+    seen_left, seen_right = outcomes(events_left), outcomes(events_right)
+    found = []
+    for index, step in scenario.statements():
+        if index not in seen_left and index not in seen_right:
+            continue  # a spec's step that this permutation does not run
         a, b = seen_left.get(index, Outcome(None, False)), seen_right.get(index, Outcome(None, False))
         what = _what_differs(a, b) or _commit_differs(step.sql, a, b)
         if what:

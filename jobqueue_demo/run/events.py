@@ -93,7 +93,7 @@ class Completed:
 
 @dataclass(eq=False)
 class FaultApplied:
-    """A fault step done to a session (kill, disconnect, kill-query, reconnect, wait)."""
+    """A fault step done to a session: `action` is one of scenario/fault_kinds.py's kinds."""
 
     index: int
     action: str
@@ -135,6 +135,44 @@ class Stuck:
     chain: WaitChain
 
 
+# A spec step told waiting by its permutation's annotation (`(*)`, a blocking step), not by a lock.
+ANNOTATED = "annotation"
+
+
+@dataclass(eq=False)
+class PermutationStarting:
+    """An isolation spec's permutation begins: its setup runs next (run/spec_run.py)."""
+
+    steps: tuple[str, ...]
+
+
+@dataclass(eq=False)
+class ScriptAnswered:
+    """A spec's setup or teardown block answered; `session` None for the global ones."""
+
+    what: str  # "setup" or "teardown"
+    session: str | None
+    result: Result
+
+
+@dataclass(eq=False)
+class Noticed:
+    """Notices a spec's session received while its statement ran, before its answer was read."""
+
+    session: str
+    lines: tuple[str, ...]
+
+
+@dataclass(eq=False)
+class Notified:
+    """A NOTIFY a spec's session received, read after its step's answer (LISTEN ...)."""
+
+    session: str
+    channel: str
+    payload: str
+    sender: str  # the sending session's name, or "PID n" for a connection not the run's
+
+
 @dataclass(eq=False)
 class RunFinished:
     """Every step has run and every statement has answered; the sessions close next."""
@@ -144,5 +182,5 @@ class RunFinished:
 
 Event = (
     RunStarted | StepStarting | Narrated | Waiting | Completed | FaultApplied | LocksShown | LocksTaken | Stuck
-    | RunFinished
+    | PermutationStarting | ScriptAnswered | Noticed | Notified | RunFinished
 )

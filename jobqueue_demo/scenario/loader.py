@@ -16,7 +16,6 @@ from ..errors import ScenarioError
 from .model import (
     CAPTURE_REF,
     DEFAULT_ENGINES,
-    FAULT_ACTIONS,
     INVARIANT_HOLDS,
     ISOLATION_LEVELS,
     ErrorMatch,
@@ -31,6 +30,7 @@ from .model import (
     Statement,
     error_match,
 )
+from .fault_kinds import STEP_FAULTS
 from .nearest import nearest
 from .sql_guard import refusal
 
@@ -52,8 +52,17 @@ MAX_CLUSTER_NODES = 9
 EXPECT_KEYS = {"ok", "columns", "rows", "affected", "error", "waits"}
 
 
+# An isolation spec's first word, after `#` comments: what no YAML scenario (a mapping) starts with.
+SPEC_START = re.compile(r"\A(?:\s*#[^\n]*\n|\s+)*(?:setup|teardown|session)\s*[{\w\"]")
+
+
 def load_scenario(path: str) -> Scenario:
-    return scenario_from_text(path, _read_text(path))
+    text = _read_text(path)
+    if path.endswith(".spec") or (not path.endswith((".yaml", ".yml")) and SPEC_START.match(text)):
+        from .spec import scenario_from_spec
+
+        return scenario_from_spec(path, text)
+    return scenario_from_text(path, text)
 
 
 def scenario_from_text(path: str, text: str) -> Scenario:
@@ -139,7 +148,7 @@ def _fail_at(path: str, mark, message: str):
 
 
 # Every key a step can have besides a session's name.
-STEP_WORDS = tuple(sorted(STATEMENT_KEYS | {"narrate", "locks"} | set(FAULT_ACTIONS)))
+STEP_WORDS = tuple(sorted(STATEMENT_KEYS | {"narrate", "locks"} | set(STEP_FAULTS)))
 
 
 def _did_you_mean(word: str, sessions: set[str]) -> str:
@@ -154,7 +163,7 @@ def _scalar_step_fix(text: str, sessions: set[str]) -> str:
     first, _, rest = text.strip().partition(" ")
     if first in sessions and rest:
         return f": did you mean '{first}: {rest.strip()}' (a colon after the session)?"
-    guess = None if rest else nearest(first, ("locks", "narrate", *FAULT_ACTIONS))
+    guess = None if rest else nearest(first, ("locks", "narrate", *STEP_FAULTS))
     if guess:
         return ": did you mean " + {"locks": "'locks'", "narrate": "'narrate: TEXT'"}.get(guess, f"'{guess}: SESSION'") + "?"
     return " such as 'A: BEGIN;' (a session, a colon, its statement), or narrate, locks or a fault"
@@ -382,7 +391,7 @@ class _Builder:
         name = self.text_of(node, "a session name")
         if not (name.isidentifier() and len(name) <= SESSION_NAME_MAX) or name in TOP_KEYS | STATEMENT_KEYS:
             self.fail(node, f"'{name}' is not a usable session name (letters, digits, _; e.g. A, B, worker1)")
-        if name in FAULT_ACTIONS or name in ("narrate", "locks"):
+        if name in STEP_FAULTS or name in ("narrate", "locks"):
             self.fail(node, f"'{name}' is a step keyword and cannot name a session")
         return name
 
@@ -448,7 +457,7 @@ class _Builder:
         if "locks" in fields:
             self.only(fields, {"locks"}, "a locks step")
             return self.same(Locks(line))
-        for action in FAULT_ACTIONS:
+        for action in STEP_FAULTS:
             if action in fields:
                 self.only(fields, {action}, f"a {action} step")
                 vnode = fields[action][1]

@@ -12,6 +12,7 @@ from pathlib import PurePath
 
 from ..engine.seam import DEFAULT_ENGINE, seam_of
 from ..errors import UsageError
+from .fault_kinds import WAIT
 
 # A lesson that names no engines was written for MariaDB/MySQL, as every lesson was before.
 DEFAULT_ENGINES = (DEFAULT_ENGINE,)
@@ -21,7 +22,6 @@ ISOLATION_LEVELS = ("read-uncommitted", "read-committed", "repeatable-read", "se
 
 # `:claimed` in a statement: the value an earlier statement of the same session captured.
 CAPTURE_REF = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
-FAULT_ACTIONS = ("kill", "disconnect", "kill-query", "reconnect", "wait")
 # When an invariant must hold: after every schedule, or only after those without an injected fault.
 INVARIANT_HOLDS = ("always", "without-faults")
 
@@ -101,9 +101,9 @@ class Narration:
 
 @dataclass
 class Fault:
-    """A fault done to a session: kill, disconnect, kill-query, reconnect or wait."""
+    """A fault done to a session: a step of one of the kinds scenarios write (fault_kinds.py)."""
 
-    action: str  # one of FAULT_ACTIONS
+    action: str  # one of fault_kinds.STEP_FAULTS
     session: str
     line: int
 
@@ -130,7 +130,7 @@ def one_line(sql: str, limit: int) -> str:
 
 def is_wait(step: Step) -> bool:
     """A `wait:` step: it sends nothing, it lets the session's statement end on its own."""
-    return isinstance(step, Fault) and step.action == "wait"
+    return isinstance(step, Fault) and step.action == WAIT.name
 
 
 @dataclass
@@ -167,6 +167,8 @@ class Scenario:
     verified_span: Span | None = field(default=None, compare=False)
     # The lesson resolved for each of its engines (loader.py fills it; shared by all of them).
     variants: dict = field(default_factory=dict, repr=False, compare=False)
+    # A PostgreSQL isolation spec's parse (scenario/spec.py), run permutation by permutation.
+    spec: object | None = field(default=None, repr=False, compare=False)
 
     @property
     def session_names(self) -> tuple[str, ...]:

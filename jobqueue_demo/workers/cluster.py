@@ -12,9 +12,13 @@ engine's (engine/galera/queue.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ..engine.seam import seam_of
-from ..engine.types import NodeState, ServerInfo
+from ..engine.types import ServerInfo
+
+if TYPE_CHECKING:
+    from ..engine.seam import NodeState
 
 
 def agree(states: list[NodeState]) -> bool:

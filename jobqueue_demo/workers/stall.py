@@ -13,9 +13,13 @@ every node's commits, with no lock wait anywhere else to show for it.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
-from ..engine.types import FlowControl, as_text, split
+from ..engine.types import as_text, split
 from ..errors import ServerError
+
+if TYPE_CHECKING:
+    from ..engine.seam import FlowControl
 
 FLOW_CONTROL_NOTE = (
     "Flow control pauses every node's commits until the node that requested it has applied its receive queue: "

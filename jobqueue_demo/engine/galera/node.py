@@ -9,11 +9,12 @@ Every function takes the tool's own connection to one node (MariaDB with wsrep o
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from ...errors import ServerError
 from ..mysql import control
 from ..mysql.scratch import literal
-from ..types import BY_BRUTE_FORCE, BY_CERTIFICATION, BY_DEADLOCK, FlowControl
+from ..types import BY_BRUTE_FORCE, BY_CERTIFICATION, BY_DEADLOCK
 
 CATCH_UP_TIMEOUT_S = 30.0
 CATCH_UP_POLL_S = (0.0005, 0.002)  # first and longest sleep between reads
@@ -146,3 +147,20 @@ def appliers(conn) -> list[int]:
     is one too, but it holds and waits for no row lock, so it never shows in a lock wait)."""
     found = control.rows(conn, "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'system user'")
     return [int(thread) for (thread,) in found]
+
+
+@dataclass(frozen=True)
+class FlowControl:
+    """One node's flow-control state: whether it asked the cluster to pause, and its queues."""
+
+    node: int
+    active: bool  # replication is paused cluster-wide, as this node sees it
+    requested: bool  # this node asked for the pause: its receive queue passed the limit
+    recv_queue: int  # write sets received and not yet applied
+    send_queue: int  # local write sets not yet sent
+    paused: float  # share of the time since FLUSH STATUS that replication was paused
+    state: str  # e.g. "Synced"; a "Desynced" node asks for no pause however long its queue
+
+    @property
+    def queued(self) -> bool:
+        return self.active or self.requested or self.recv_queue > 0

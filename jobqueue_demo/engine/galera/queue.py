@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from ..mysql import control
 from ..mysql.queue import MySqlQueue
-from ..types import FlowControl, NodeState, on_node, split
-from .node import appliers, catch_up, flow_control, last_committed
+from ..types import on_node, split
+from .node import FlowControl, appliers, catch_up, flow_control, last_committed
 
 
 @dataclass(frozen=True)
@@ -151,3 +151,13 @@ class GaleraQueue(MySqlQueue):
         """The queue on each node (QueueNodes): its counters, the workers' threads by node, a
         stall's lock waits and flow control, and what each node holds at the end."""
         return QueueNodes(self, server, database)
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """What one node holds after the run, read once it has applied everything."""
+
+    node: int
+    done: int
+    completions: int
+    checksum: str

@@ -6,7 +6,6 @@ language).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..types import SqlError, shown
 
@@ -75,7 +74,7 @@ def known_spellings() -> str:
     return ", ".join(sorted(CLASSES)) + ", " + ", ".join(sorted(NAMES))
 
 
-@dataclass(eq=False)
+# No dataclass of its own: it adds no field, and every run defines it (start-up).
 class MySqlError(SqlError):
     """A MySQL or MariaDB error: its `code` is the error number."""
 

@@ -124,6 +124,11 @@ class ScratchDatabase:
     def rows(self, sql: str) -> tuple:
         return control.rows(self.conn, sql)
 
+    def let_role_set(self, parameters: tuple[str, ...]) -> None:
+        """Isolation specs, which set such settings, are PostgreSQL's: none reaches MySQL."""
+        if parameters:
+            raise ServerError(f"no MySQL setting is granted to the per-run user: {', '.join(parameters)}")
+
     def drop(self, name: str) -> None:
         """Drop one of this run's databases, waiting at most DROP_LOCK_WAIT_S for other clients."""
         drop_bounded(self.conn, name)

@@ -9,9 +9,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ...errors import UsageError
-from ..types import ServerInfo
+from ..dsn import ANSWER_TIMEOUT_S
+from ..types import DeadlockCycle, Result, ServerInfo, Survey
+
+if TYPE_CHECKING:  # the seam's Protocols, for annotations only: the seam loads this module
+    from ..leftovers import Sweep
+    from ..seam import Queue, Scratch, ServerVariables, Session, TableSnapshot, WaitMonitor
 from . import NAME, TITLE
 from .dialect import PgDialect
 from .server import PgParams, describe_server, parse_dsn
@@ -46,7 +52,7 @@ class PgEngine:
         with EmbeddedPostgres() as server:
             yield self.server_info(server.params, embedded=True)
 
-    def sweep(self, params: PgParams, dry_run: bool = False):
+    def sweep(self, params: PgParams, dry_run: bool = False) -> Sweep:
         from ..leftovers import ALIVE, GONE, KEPT, Found, Sweep, done
         from .scratch import sweep_leftovers
 
@@ -63,36 +69,38 @@ class PgEngine:
         or a PROGRAM); --allow-shared-user is for a DSN role that may not create roles."""
         return server.embedded or not server.shared_user
 
-    def scratch(self, server: ServerInfo, confine: bool, answer_timeout: float, several_statements: bool = False):
+    def scratch(
+        self, server: ServerInfo, confine: bool = True, answer_timeout: float = ANSWER_TIMEOUT_S, several_statements: bool = False
+    ) -> Scratch:
         """The run's scratch database; every simple query may hold several statements here, so
         `several_statements` asks nothing more of it."""
         from .scratch import PgScratchDatabase
 
         return PgScratchDatabase(server, confine=confine, answer_timeout=answer_timeout)
 
-    def queue(self):
+    def queue(self) -> Queue:
         """The workers' SQL (queue_sql.QueueEngine)."""
         from .queue import PgQueue
 
         return PgQueue()
 
-    def wait_monitor(self, control_conn, server: ServerInfo):
+    def wait_monitor(self, control_conn: object, server: ServerInfo) -> WaitMonitor:
         from .waits import PgWaitMonitor
 
         return PgWaitMonitor(control_conn)
 
-    def user_connection(self, scratch, answer_timeout: float):
+    def user_connection(self, scratch: Scratch, answer_timeout: float) -> object:
         return scratch.session_params.connect(database=scratch.name, answer_timeout=answer_timeout)
 
-    def session(self, name: str, scratch, settings_sql: str | None, answer_timeout: float):
+    def session(self, name: str, scratch: Scratch, settings_sql: str | None, answer_timeout: float) -> Session:
         from .session import connect_session
 
         return connect_session(name, scratch.session_params, scratch.name, settings_sql, answer_timeout)
 
-    def reset_session(self, session, scratch, settings_sql: str | None) -> bool:
+    def reset_session(self, session: Session, scratch: Scratch, settings_sql: str | None) -> bool:
         return self.reset_sessions([(session, settings_sql)], scratch)[0]
 
-    def reset_sessions(self, sessions, scratch) -> list[bool]:
+    def reset_sessions(self, sessions: list[tuple[Session, str | None]], scratch: Scratch) -> list[bool]:
         """A fresh state for each (session, settings SQL) without a new connection, every
         session's reset sent before any answer is read: one round trip for them all (three
         one after another cost 0.5 ms of a 2 ms schedule). Each is ROLLBACK, then what DISCARD
@@ -104,49 +112,49 @@ class PgEngine:
         results = answer_each([session.conn for session, _ in sessions], sqls)
         return [result is not None and result.error is None for result in results]
 
-    def run_script(self, conn, sql: str) -> str | None:
+    def run_script(self, conn: object, sql: str) -> str | None:
         from .session import run_script
 
         return run_script(conn, sql)
 
-    def answer(self, conn, sql: str):
+    def answer(self, conn: object, sql: str) -> Result:
         from .session import answer
 
         return answer(conn, sql)
 
-    def execute(self, conn, sql: str) -> None:
+    def execute(self, conn: object, sql: str) -> None:
         from . import control
 
         control.execute(conn, sql)
 
-    def connection_id(self, conn) -> int:
+    def connection_id(self, conn: object) -> int:
         return conn.pgconn.backend_pid
 
-    def lock_table(self, monitor, database: str, sessions: dict[int, str]):
+    def lock_table(self, monitor: WaitMonitor, database: str, sessions: dict[int, str]):
         from .locks import lock_table
 
         return lock_table(monitor, sessions)
 
-    def read_deadlock(self, monitor, database: str, names: dict[int, str], victim: int):
+    def read_deadlock(self, monitor: WaitMonitor, database: str, names: dict[int, str], victim: int) -> DeadlockCycle | None:
         from .deadlock import read_deadlock
 
         return read_deadlock(monitor, names, victim)
 
-    def survey(self, scratch, steps=()):
+    def survey(self, scratch: Scratch, steps=()) -> Survey:
         from .snapshot import survey
 
         return survey(scratch, steps)
 
-    def snapshot(self, scratch, tables: tuple[str, ...], writer):
+    def snapshot(self, scratch: Scratch, tables: tuple[str, ...], writer: object) -> TableSnapshot:
         from .snapshot import PgTableSnapshot
 
         return PgTableSnapshot(scratch, tables, writer)
 
-    def variables(self):
+    def variables(self) -> ServerVariables | None:
         """None: --matrix sets MariaDB/MySQL server variables (run/matrix.py)."""
         return None
 
-    def cluster_run(self, server: ServerInfo, scratch, answer_timeout: float, nodes: set[int]):
+    def cluster_run(self, server: ServerInfo, scratch: Scratch, answer_timeout: float, nodes: set[int]) -> None:
         """No clusters of PostgreSQL here."""
         return None
 

@@ -57,6 +57,7 @@ class PgScratchDatabase:
         self.session_params = replace(server.params, database=self.name)
         self._role: str | None = None
         self._databases: list[str] = []
+        self._parameters: list[str] = []  # superuser-only settings the role was let set
 
     def open(self) -> None:
         self.admin = self.server.params.connect(
@@ -124,6 +125,19 @@ class PgScratchDatabase:
             role = quote(self._role)
             self.execute(f"GRANT USAGE ON SCHEMA {quote(schema)} TO {role}; GRANT SELECT ON ALL TABLES IN SCHEMA {quote(schema)} TO {role}")
 
+    def let_role_set(self, parameters: tuple[str, ...]) -> None:
+        """The per-run role may SET these superuser-only settings (PostgreSQL 15's GRANT SET ON
+        PARAMETER), for the scenario SQL that sets them as written; revoked before the role is
+        dropped. Unconfined, before 15, or by a DSN role that is no superuser (only one may
+        grant it), nothing is granted: the SET is refused as it would be."""
+        if self._role is None or not parameters or _major(self.server.version) < 15:
+            return
+        if control.value(self.admin, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user") != "t":
+            return
+        for name in parameters:
+            self._parameters.append(name)  # before, as for the role
+            control.execute(self.admin, f"GRANT SET ON PARAMETER {quote(name)} TO {quote(self._role)}")
+
     def execute(self, sql: str) -> None:
         control.execute(self.conn, sql)
 
@@ -139,7 +153,9 @@ class PgScratchDatabase:
     def _drop_all(self) -> ControlError | None:
         drops = [lambda name=name: self.drop(name) for name in reversed(self._databases)]
         if self._role is not None:
-            drops.append(lambda: control.execute(self.admin, f"DROP ROLE IF EXISTS {quote(self._role)}"))
+            role = quote(self._role)
+            drops += [lambda p=p: control.execute(self.admin, f"REVOKE SET ON PARAMETER {quote(p)} FROM {role}") for p in self._parameters]
+            drops.append(lambda: control.execute(self.admin, f"DROP ROLE IF EXISTS {role}"))
         return first_failure(drops, LOST_CONNECTION)
 
     def close(self, quiet: bool = False) -> None:
@@ -211,12 +227,26 @@ def _drop_leftover(conn, kind: str, name: str) -> str | None:
     """Drop a dead run's database or role; why the server refused, if it did."""
     sql = f"DROP DATABASE IF EXISTS {quote(name)} WITH (FORCE)" if kind == "database" else f"DROP ROLE IF EXISTS {quote(name)}"
     try:
+        if kind == "user":
+            _revoke_parameters(conn, name)
         control.execute(conn, sql)
     except ControlError as e:
         if e.errno in LOST_CONNECTION:
             raise
         return str(e)
     return None
+
+
+def _revoke_parameters(conn, role: str) -> None:
+    """What let_role_set granted a dead run's role, revoked: until then the role cannot be dropped."""
+    if int(control.value(conn, "SELECT current_setting('server_version_num')") or 0) < 150000:
+        return
+    found = control.rows(conn, (
+        "SELECT a.parname FROM pg_catalog.pg_parameter_acl a, pg_catalog.aclexplode(a.paracl) e "
+        f"WHERE e.grantee = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = {literal(role)})"
+    ))
+    for (parameter,) in found:
+        control.execute(conn, f"REVOKE SET ON PARAMETER {quote(parameter)} FROM {quote(role)}")
 
 
 def _alive(conn, run: str) -> bool:

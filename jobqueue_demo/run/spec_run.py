@@ -1,0 +1,304 @@
+"""Runs a PostgreSQL isolation spec the way PostgreSQL's isolationtester does, and yields events.
+
+The order of everything a spec's output shows is isolationtester's (src/test/isolation/
+isolationtester.c, PostgreSQL 14 and later), kept here step for step so that
+render/isolationtester.py prints what it prints: each permutation runs the setup blocks on a
+connection of its own, then each session's setup, then its steps; a step is sent and waited
+for until it answers or is seen blocked (pg_isolation_test_session_is_blocked, asked every
+10 ms), then every step still waiting is looked at again, in the order they began waiting; a
+step of a session whose earlier step still runs waits for that one first; at the end every
+waiting step is waited for, then the sessions' teardowns and the teardown run. Blocker
+annotations change only when a step is reported: `(*)` reports it waiting at once, `(s2a)`
+holds its completion while s2a runs, `(s2a notices 1)` until s2a's session has sent a notice.
+
+What runs where is the tool's own: the scratch database, the per-run role every block and
+step runs as (the setup blocks on its connection for setups and invariants), the sessions'
+connections (run/connections.py), as for a YAML scenario. Unlike isolationtester, a step that
+does not answer within the step timeout ends the run (StuckError) rather than being cancelled.
+"""
+
+from __future__ import annotations
+
+import select
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+
+from ..engine.types import Result
+from ..errors import ScenarioError, ServerError, StuckError
+from ..scenario.model import Scenario
+from . import events as ev
+from .connections import Connections
+from .driver import RunOptions
+
+NONBLOCK = 1  # return as soon as the step is seen waiting for a lock
+RETRY = 2  # a later look at a step already sent (reported waiting, or held by a blocker)
+LOOK_EVERY_S = 0.01  # isolationtester asks whether a step is blocked every 10 ms
+
+
+class SpecRun:
+    """One run of every permutation of a spec; iterate `events()` once."""
+
+    def __init__(self, scenario: Scenario, server, options: RunOptions = RunOptions()):
+        self.scenario = scenario
+        self.spec = scenario.spec
+        self.server = server
+        self.timeout = options.step_timeout
+        # The setup blocks run before every permutation (below), not once when the run opens.
+        self.conns = Connections(replace(scenario, setup=""), server, options.step_timeout, ())
+        # On PostgreSQL a step is watched as isolationtester watches it; a spec's MySQL
+        # variant (`#@mysql` bodies, for `compare`) through the engine's wait monitor.
+        self.pg = self.spec.isolationtester
+        self.database = self.conns.database
+        self.steps = self.spec.steps()
+        self.index = {s.comment: i for i, s in enumerate(scenario.steps) if s.comment}
+        self.started = 0.0
+        self.active: dict[str, object] = {}  # session -> its PermutationStep in flight
+        self.total_notices: dict[str, int] = {}
+        self.targets: dict[int, int] = {}  # id(Blocker) -> the notice count it waits for
+        self.any_new_notice = False
+
+    def now(self) -> float:
+        return (time.perf_counter() - self.started) * 1000.0
+
+    def events(self) -> Iterator[ev.Event]:
+        self.started = time.perf_counter()
+        try:
+            self.conns.open()
+            self.conns.scratch.let_role_set(self.spec.settings)
+            for session in self.conns.sessions.values() if self.pg else ():
+                session.notices.show = libpq_notice
+            yield ev.RunStarted(self.scenario.title, self.server.label, self.database)
+            for schedule in self.spec.schedules():
+                yield from self._permutation(schedule)
+            yield ev.RunFinished(self.now())
+        except BaseException:
+            self.conns.close(quiet=True)
+            raise
+        self.conns.close()
+
+    # -- one permutation ----------------------------------------------------------
+
+    def _permutation(self, schedule) -> Iterator[ev.Event]:
+        yield ev.PermutationStarting(tuple(p.name for p in schedule))
+        for sql in self.spec.setups:
+            yield from self._script("setup", None, sql, fatal=True)
+        for session in self.spec.sessions:
+            if session.setup:
+                yield from self._script("setup", session.name, session.setup, fatal=True)
+        self.active.clear()
+        waiting: list = []
+        for pstep in schedule:
+            waiting = yield from self._next(pstep, waiting)
+        waiting = yield from self._complete_all(waiting, RETRY)
+        if waiting:
+            raise StuckError("failed to complete permutation due to mutually-blocking steps: " + " ".join(p.name for p in waiting))
+        for session in self.spec.sessions:
+            if session.teardown:
+                yield from self._script("teardown", session.name, session.teardown, fatal=False)
+        if self.spec.teardown:
+            yield from self._script("teardown", None, self.spec.teardown, fatal=False)
+
+    def _next(self, pstep, waiting: list) -> Iterator[ev.Event]:
+        step = self.steps[pstep.name]
+        deadline = time.perf_counter() + 2 * self.timeout
+        while step.session in self.active:  # its session's earlier step is still running
+            old = self.active[step.session]
+            if not (yield from self._complete(old, RETRY)):
+                waiting.remove(old)
+            waiting = yield from self._complete_all(waiting, NONBLOCK | RETRY)
+            if step.session in self.active and time.perf_counter() > deadline:
+                raise StuckError(f"step {old.name} still running after {2 * self.timeout:g} s, before {pstep.name}")
+        session = self.conns.sessions[step.session]
+        index = self.index[pstep.name]
+        yield ev.StepStarting(index, self.scenario.steps[index])
+        if session.send(step.sql) is not None:
+            raise ServerError(f"failed to send step {pstep.name}: {step.session}'s connection is gone")
+        self.active[step.session] = pstep
+        for blocker in pstep.blockers:
+            if blocker.notices is not None:
+                other = self.steps[blocker.step].session
+                self.targets[id(blocker)] = blocker.notices + self.total_notices.get(other, 0)
+        must_wait = yield from self._complete(pstep, NONBLOCK)
+        waiting = yield from self._complete_all(waiting, NONBLOCK | RETRY)
+        if must_wait:
+            waiting.append(pstep)
+        return waiting
+
+    def _complete_all(self, waiting: list, flags: int) -> Iterator[ev.Event]:
+        """Look at each waiting step in turn; again while a held one may have been freed."""
+        while True:
+            self.any_new_notice = False
+            before, held, still = len(waiting), False, []
+            for pstep in waiting:
+                if (yield from self._complete(pstep, flags)):
+                    held = held or bool(pstep.blockers)
+                    still.append(pstep)
+            waiting = still
+            if not (held and (len(waiting) < before or self.any_new_notice)):
+                return waiting
+
+    def _complete(self, pstep, flags: int) -> Iterator[ev.Event]:
+        """True while the step is not complete: seen waiting (with NONBLOCK), or held by a
+        blocker; else its answer has been read and told."""
+        step = self.steps[pstep.name]
+        session = self.conns.sessions[step.session]
+        if not flags & RETRY and any(b.step is None for b in pstep.blockers):
+            yield self._waiting(pstep, session, ev.ANNOTATED)
+            return True
+        if not self.pg:
+            return (yield from self._complete_elsewhere(pstep, session, flags))
+        from psycopg import OperationalError
+
+        pgconn = session.conn.pgconn
+        deadline = time.perf_counter() + self.timeout
+        try:
+            while pgconn.is_busy():
+                yield from self._notices(session)
+                if select.select([session], [], [], LOOK_EVERY_S)[0]:
+                    pgconn.consume_input()
+                    continue
+                if flags & NONBLOCK and self._blocked(session):
+                    pgconn.consume_input()
+                    if not pgconn.is_busy():
+                        break
+                    yield from self._notices(session)
+                    return (yield from self._seen_waiting(pstep, session, flags))
+                self._within(deadline, pstep)
+        except OperationalError:
+            pass  # the connection is gone: reading the answer tells how
+        yield from self._notices(session)
+        return (yield from self._answered(pstep, session, flags))
+
+    def _complete_elsewhere(self, pstep, session, flags: int) -> Iterator[ev.Event]:
+        """_complete on an engine without isolationtester's question: its answer is there once
+        its socket is readable; a wait is what the engine's wait monitor sees."""
+        deadline = time.perf_counter() + self.timeout
+        while not select.select([session], [], [], LOOK_EVERY_S)[0]:
+            if flags & NONBLOCK and session.thread_id in self.conns.monitor.blocked([session.thread_id]):
+                return (yield from self._seen_waiting(pstep, session, flags))
+            self._within(deadline, pstep)
+        return (yield from self._answered(pstep, session, flags))
+
+    def _seen_waiting(self, pstep, session, flags: int) -> Iterator[ev.Event]:
+        """The step waits for a lock: told on the first look at it only."""
+        if not flags & RETRY:
+            yield self._waiting(pstep, session, "lock")
+        return True
+
+    def _within(self, deadline: float, pstep) -> None:
+        if time.perf_counter() > deadline:
+            raise StuckError(f"step timeout: step {pstep.name} still running after {self.timeout:g} s "
+                             "(raise --step-timeout for slow statements)")
+
+    def _answered(self, pstep, session, flags: int) -> Iterator[ev.Event]:
+        """The step's answer is in: told, unless an annotation still holds it back."""
+        if self._held(pstep):
+            if not flags & RETRY:
+                yield self._waiting(pstep, session, ev.ANNOTATED)
+            return True
+        step = self.steps[pstep.name]
+        waited = (time.perf_counter() - session.sent_at) * 1000.0 if flags & RETRY else None
+        result = session.read(self.timeout)
+        self._count(step.session, sum(len(getattr(r, "notices", ())) for r in _each(result)))
+        index = self.index[pstep.name]
+        yield ev.Completed(index, step.session, step.sql, pstep.name, result, self.now(), waited)
+        if self.pg:
+            yield from self._notifies(session)
+        del self.active[step.session]
+        return False
+
+    def _notifies(self, session) -> Iterator[ev.Event]:
+        """The NOTIFYs the session's connection has received, as isolationtester reports
+        them after a step: the sender named by its session, else by its pid."""
+        from psycopg import OperationalError
+
+        pgconn = session.conn.pgconn
+        names = {s.thread_id: s.name for s in self.conns.sessions.values()}
+        try:
+            pgconn.consume_input()
+            while (notify := pgconn.notifies()) is not None:
+                sender = names.get(notify.be_pid, f"PID {notify.be_pid}")
+                yield ev.Notified(session.name, _text(notify.relname), _text(notify.extra), sender)
+                pgconn.consume_input()
+        except OperationalError:
+            return  # the connection is gone; its step's answer has said so
+
+    def _waiting(self, pstep, session, kind: str) -> ev.Waiting:
+        session.waiting = True
+        return ev.Waiting(self.index[pstep.name], session.name, self.steps[pstep.name].sql, pstep.name, self.now(), kind, ())
+
+    def _blocked(self, session) -> bool:
+        pids = ",".join(str(s.thread_id) for s in self.conns.sessions.values())
+        sql = f"SELECT pg_catalog.pg_isolation_test_session_is_blocked({int(session.thread_id)}, '{{{pids}}}')"
+        answer = self.server.seam.answer(self.conns.control, sql)
+        if answer.error or not answer.rows:
+            raise ServerError(f"lock wait query failed: {answer.error}")
+        return answer.rows[0][0] == "t"
+
+    def _held(self, pstep) -> bool:
+        """Whether a blocker annotation still holds the step's report back."""
+        for blocker in pstep.blockers:
+            if blocker.step is None:
+                continue
+            other = self.steps[blocker.step].session
+            if blocker.notices is None:
+                running = self.active.get(other)
+                if running is not None and running.name == blocker.step:
+                    return True
+            elif self.total_notices.get(other, 0) < self.targets.get(id(blocker), 0):
+                return True
+        return False
+
+    def _notices(self, session) -> Iterator[ev.Event]:
+        if not self.pg:
+            return
+        lines, count = session.notices.take()
+        if count:
+            self._count(session.name, count)
+            yield ev.Noticed(session.name, lines)
+
+    def _count(self, session: str, count: int) -> None:
+        if count:
+            self.total_notices[session] = self.total_notices.get(session, 0) + count
+            self.any_new_notice = True
+
+    # -- setup and teardown blocks ----------------------------------------------------
+
+    def _script(self, what: str, name: str | None, sql: str, fatal: bool) -> Iterator[ev.Event]:
+        """A setup or teardown block, on the setup connection or its session's. A failed
+        setup ends the run, as isolationtester's does; a failed teardown is told and the run
+        goes on."""
+        if name is None:
+            result = self.server.seam.answer(self.conns.user_conn, sql)
+        else:
+            session = self.conns.sessions[name]
+            early = session.send(sql)
+            result = early if early is not None else session.read(self.timeout)
+            lines = tuple(line for r in _each(result) for line in getattr(r, "notices", ()))
+            if lines:
+                self._count(name, len(lines))
+                yield ev.Noticed(name, lines)
+        if result.error and fatal:
+            where = f"setup of session {name}" if name else "setup"
+            raise ScenarioError(self.scenario.path, f"{where} failed: {result.error}")
+        yield ev.ScriptAnswered(what, name, result)
+
+
+def libpq_notice(diagnostic) -> str:
+    """A notice as libpq words it (PQERRORS_DEFAULT: no context for a notice), which
+    isolationtester prints after the session's name: its DETAIL and HINT lines included."""
+    text = f"{diagnostic.severity or 'NOTICE'}:  {diagnostic.message_primary or ''}"
+    for label, part in (("DETAIL", diagnostic.message_detail), ("HINT", diagnostic.message_hint)):
+        if part:
+            text += f"\n{label}:  {part}"
+    return text
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8", "replace")
+
+
+def _each(result: Result) -> tuple[Result, ...]:
+    """A step's results in the order they came: the earlier statements', then its last."""
+    return tuple(getattr(result, "earlier", ())) + (result,)

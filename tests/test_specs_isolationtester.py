@@ -1,0 +1,158 @@
+"""`run FILE.spec --format isolationtester` prints what PostgreSQL's isolationtester prints,
+byte for byte, for every spec shipped in scenarios/specs (checked by the shared
+compare-isolationtester script against the reference binary, both on the local PostgreSQL);
+a spec's superuser-only deadlock_timeout works as written on the embedded PostgreSQL, where
+it runs as the per-run role; and a spec's SQL gains no right beyond that role's."""
+
+from __future__ import annotations
+
+import glob
+import io
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import LOCAL_PG_DSN, ROOT, cli, local_pg_reachable
+from test_security_pg import CANARY, drop_role, pg_dsn, role_exists
+
+COMPARE = Path("/work/shared/tools/compare-isolationtester")
+REFERENCE = sorted(glob.glob("/usr/lib/postgresql/*/lib/pgxs/src/test/isolation/isolationtester"))
+SPECS = sorted((ROOT / "scenarios" / "specs").glob("*.spec"))
+
+
+def _compare_missing() -> str | None:
+    if not REFERENCE:
+        return "no isolationtester binary (Debian's postgresql-15 ships it under /usr/lib/postgresql/15/lib/pgxs)"
+    if not COMPARE.is_file():
+        return f"no {COMPARE}"
+    if not shutil.which("su") or os.geteuid() != 0:
+        return "compare-isolationtester runs isolationtester as the postgres OS user (su, as root)"
+    if not local_pg_reachable():
+        return "no PostgreSQL on 127.0.0.1:5432"
+    return None
+
+
+def test_the_shipped_specs_are_there():
+    assert {p.name for p in SPECS} >= {"skip-locked.spec", "deadlock.spec", "notices.spec", "all-interleavings.spec", "blockers.spec", "notify.spec", "two-engines.spec"}
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.name)
+def test_our_output_is_isolationtesters_byte_for_byte(spec):
+    missing = _compare_missing()
+    if missing:
+        pytest.skip(missing)
+    jq = str(Path(sys.executable).parent / "jobqueue-demo")
+    done = subprocess.run(["bash", str(COMPARE), str(spec), jq], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+
+
+def test_a_specs_deadlock_timeout_is_set_as_written_on_the_embedded_postgresql(pg_embedded):
+    """The spec's sessions SET deadlock_timeout, a superuser-only setting: the per-run role is
+    granted SET on it alone, so worker s2 (100 ms) is the deadlock's victim, not s1 (10 s)."""
+    done = cli("run", str(ROOT / "scenarios" / "specs" / "deadlock.spec"), "--dsn", pg_dsn(pg_embedded),
+               "--format", "isolationtester", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "permission denied" not in done.stdout + done.stderr
+    assert "step s1b: <... completed>\nstep s2b: <... completed>\nERROR:  deadlock detected\n" in done.stdout
+
+
+def test_a_spec_on_the_shared_postgresql_as_its_per_run_role_grants_and_revokes(tmp_path):
+    """Confined on a shared server (the DSN's role makes the per-run role): the grant is
+    revoked before the role is dropped, else the drop fails and the run with it (exit 3)."""
+    if not local_pg_reachable():
+        pytest.skip("no PostgreSQL on 127.0.0.1:5432")
+    done = cli("run", str(ROOT / "scenarios" / "specs" / "deadlock.spec"), "--dsn", LOCAL_PG_DSN,
+               "--format", "isolationtester", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "ERROR:  deadlock detected" in done.stdout
+
+
+# Each step tries to get past the per-run role; the setup plants a look-alike of the
+# function the tool asks about lock waits (it makes the canary role if the tool calls it
+# with its own rights, and says every step is blocked).
+ESCALATION = """# Adversarial: every step tries to gain rights beyond the per-run role.
+setup {
+%(canary)s
+  CREATE FUNCTION public.pg_isolation_test_session_is_blocked(integer, integer[]) RETURNS boolean
+    LANGUAGE plpgsql AS $f$ BEGIN PERFORM public.canary(); RETURN true; END $f$;
+  CREATE TABLE t (id int);
+}
+session s1
+step super	{ ALTER ROLE CURRENT_USER SUPERUSER; }
+step become	{ SET ROLE postgres; }
+step program	{ COPY (SELECT 1) TO PROGRAM 'touch %(file)s'; }
+step system	{ ALTER SYSTEM SET deadlock_timeout = '1ms'; }
+step logging	{ SET log_statement = 'all'; }
+step grant	{ GRANT pg_execute_server_program TO CURRENT_USER; }
+step createrole	{ CREATE ROLE %(canary_role)s; }
+step call	{ SELECT public.canary(); }
+"""
+
+
+@pytest.mark.parametrize("target", ["pg_embedded", "pg_local"])
+def test_a_specs_steps_gain_no_right_beyond_the_per_run_role(target, request, tmp_path):
+    pg = request.getfixturevalue(target)
+    canary = f"jqdtest_{os.urandom(6).hex()}"
+    file = tmp_path / "escalated"
+    spec = tmp_path / "escalate.spec"
+    spec.write_text(ESCALATION % {
+        "canary": CANARY.replace("{canary}", canary), "file": file, "canary_role": canary,
+    })
+    try:
+        done = cli("run", str(spec), "--dsn", pg_dsn(pg), "--format", "isolationtester", timeout=120)
+        assert done.returncode == 0, done.stderr
+        out = done.stdout
+        for step in ("super", "become", "program", "system", "logging", "grant", "createrole"):
+            after = out.split(f"\nstep {step}: ", 1)[1].split("\nstep ", 1)[0]
+            assert "\nERROR:  " in after, f"step {step} was not refused:\n{out}"
+        assert "<waiting ...>" not in out  # the look-alike was never asked
+        assert not file.exists()
+        assert not role_exists(pg, canary), "spec SQL ran with the DSN role's rights"
+    finally:
+        drop_role(pg, canary)
+
+
+def test_the_transcript_of_a_spec_names_its_permutations_and_steps(pg_embedded):
+    from jobqueue_demo import api
+    from jobqueue_demo.render.isolationtester import IsolationtesterView
+
+    scenario = api.load(str(ROOT / "scenarios" / "specs" / "blockers.spec"))
+    out, err = io.StringIO(), io.StringIO()
+    report = api.run(scenario, pg_embedded, 10.0, IsolationtesterView(out, err, scenario).write)
+    assert not report.mismatches
+    text = out.getvalue()
+    assert text.startswith("Parsed test spec with 2 sessions\n\nstarting permutation: h_begin h_take w_take h_commit w_show\n")
+    assert "step w_other: UPDATE slots SET taken_by = 'waiter' WHERE id = 2; <waiting ...>\n" \
+           "holder: NOTICE:  holder still here\n" in text
+    done = cli("run", str(ROOT / "scenarios" / "specs" / "blockers.spec"), "--dsn", pg_dsn(pg_embedded), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "-- permutation: h_begin w_other h_note h_commit w_show" in done.stdout
+    assert "w_take · told waiting by the permutation's annotation" in done.stdout
+
+
+def test_a_spec_exports_to_a_lesson_page(pg_embedded, tmp_path):
+    page = tmp_path / "blockers.md"
+    done = cli("export", str(ROOT / "scenarios" / "specs" / "blockers.spec"), "--dsn", pg_dsn(pg_embedded),
+               "-o", str(page), timeout=120)
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    assert "-- permutation: h_begin w_other h_note h_commit w_show" in text
+    assert "holder: NOTICE:  holder still here" in text
+
+
+def test_a_spec_with_mysql_bodies_compares_postgresql_with_mariadb():
+    from conftest import LOCAL_DSN, local_server_reachable
+
+    if not (local_pg_reachable() and local_server_reachable()):
+        pytest.skip("needs the local PostgreSQL and MariaDB")
+    done = cli("compare", "two-engines.spec", "--dsn", LOCAL_PG_DSN, "--dsn", LOCAL_DSN, timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "step 3 (line 15), a: permutation 1: different rows" in out  # pg_try_advisory_lock vs GET_LOCK
+    assert "step 8 (line 24), b: permutation 1: error vs rows" in out  # NOWAIT aborted PostgreSQL's transaction
+    assert "* b> SELECT count(*) AS n FROM jobs;" in out
+    assert out.count("-- permutation: a_claim b_wait") == 2  # each side heads its second permutation
