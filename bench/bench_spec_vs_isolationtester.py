@@ -50,15 +50,16 @@ trips 30-40 ms. isolationtester's own is 20-35 ms: it is given a database.
    made and dropped for 20 schedules of 1 ms), rich.progress imported only when a bar shows
    (30 ms of every explore's start).
 
-Last run (5 rounds, load average 4.0-4.5; whole process s, steady ms/perm, CPU ms/perm):
-pair: isolationtester 0.275 s, 12.2 ms, 0.26 ms; explore 0.545 s (1.98x; 0.97x of
-isolationtester with a fresh database), 5.4 ms (0.44x: goal met), 1.05 ms; before 1.19 s,
-17.8 ms. mixed: isolationtester 2.56 s, 12.0 ms; explore 3.82 s (1.49x; 1.08x with a fresh
-database), 16.0 ms (1.34x), 1.6 ms CPU; before 4.76 s, 11.9 ms. lease: isolationtester
-0.76 s, 8.2 ms; explore 1.7-2.0 s (2.2-2.7x), 11.7 ms; before 1.65 s, 9.4 ms. The steady
-state of a writing spec is one sample per round and moved 9-16 ms between runs; interleaved
-A/B runs of the in-process phases showed no change from before but the resets' 0.2 ms.
-Goals met: read-only specs' steady state (0.27-0.44x). Not met: the whole process (our
+After the changes, 3 rounds at load average 2.3 (whole process s, steady ms/perm, its CPU ms):
+pair: isolationtester 0.193 s, 7.8 ms, 0.14 ms; explore 0.68-0.80 s (3.5-4.2x; 0.85-1.0x of
+isolationtester with a fresh database, 0.80 s), 1.15 ms (0.15x), 0.51 ms; fixed 520-650 ms
+against 37. mixed: isolationtester 1.54 s, 7.3 ms; explore 1.69-1.87 s (1.09-1.21x), 7.6 ms
+(1.05x), 1.0 ms CPU. lease: isolationtester 0.58 s, 6.2 ms; explore 1.28-1.41 s (2.2-2.4x),
+6.9 ms (1.12x). Before against after, 5 rounds interleaved at load average 4.0-4.5: pair
+whole process 1.19 -> 0.55 s, steady 17.8 -> 5.4 ms (isolationtester 12.2); mixed 4.76 ->
+3.82 s; the writing specs' steady state, one sample a round, moved 9-16 ms between runs,
+and interleaved A/B runs of the in-process phases showed no change but the resets' 0.2 ms.
+Goals met: read-only specs' steady state (0.15-0.44x). Not met: the whole process (our
 scratch database alone costs more than isolationtester's whole run of a small spec), and
 a writing spec's steady state (the restore is as dear as isolationtester's setup).
 
