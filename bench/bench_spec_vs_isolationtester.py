@@ -178,6 +178,15 @@ def ours(spec: Path, dsn: str, permutations: int, *options: str, checkout: Path 
     return elapsed
 
 
+def ours_run(spec: Path, dsn: str, permutations: int) -> float:
+    """`jobqueue-demo run FILE.spec --format isolationtester`: the spec itself, every permutation
+    as isolationtester runs them, its output the same."""
+    command = [sys.executable, "-m", "jobqueue_demo", "run", str(spec), "--dsn", dsn, "--format", "isolationtester"]
+    elapsed, out = timed(command, cwd=ROOT)
+    assert len(PERMUTATION.findall(out)) == permutations, (spec.name, len(PERMUTATION.findall(out)))
+    return elapsed
+
+
 # Explore's steady state: one runner's schedules, timed from its first to its last, in a
 # process of its own started in the checkout measured (python -c imports from there; api.server
 # is the same before and after engine/ was split into packages).
@@ -230,6 +239,7 @@ def measure(
         ANCHOR: {"all": lambda: tester.run(spec, size), "one": lambda: tester.run(one, 1)},
         FRESH: {"all": lambda: tester.run_fresh(spec, size)},
     }
+    runs["run FILE.spec"] = {"all": lambda: ours_run(spec, dsn, size)}
     for label, checkout in checkouts.items():
         runs[f"explore{label}"] = {
             "all": lambda c=checkout: ours(spec, dsn, size, checkout=c),
@@ -272,14 +282,18 @@ def report(spec: Path, figures: dict, rounds: int) -> None:
             )
     anchor, fresh = figures[ANCHOR], figures[FRESH]
     for name, row in figures.items():
-        if not name.startswith("explore"):
+        if not name.startswith(("explore", "run")):
             continue
         whole = row["all_s"] / anchor["all_s"]
         steady_ratio = row["per_s"] / anchor["per_s"]
+        steady_text = (
+            f", steady state {steady_ratio:4.2f} (goal <= 0.5: {'met' if steady_ratio <= 0.5 else 'NOT met'})"
+            if name.startswith("explore") else ""
+        )
         print(
             f"  ratio {name:27s} / isolationtester: whole process {whole:5.2f} "
-            f"(goal <= 1: {'met' if whole <= 1 else 'NOT met'}; {row['all_s'] / fresh['all_s']:4.2f} of it with a fresh db), "
-            f"steady state {steady_ratio:4.2f} (goal <= 0.5: {'met' if steady_ratio <= 0.5 else 'NOT met'})"
+            f"(goal <= 1: {'met' if whole <= 1 else 'NOT met'}; {row['all_s'] / fresh['all_s']:4.2f} of it with a fresh db)"
+            + steady_text
         )
 
 
