@@ -156,3 +156,75 @@ def test_a_spec_with_mysql_bodies_compares_postgresql_with_mariadb():
     assert "step 8 (line 24), b: permutation 1: error vs rows" in out  # NOWAIT aborted PostgreSQL's transaction
     assert "* b> SELECT count(*) AS n FROM jobs;" in out
     assert out.count("-- permutation: a_claim b_wait") == 2  # each side heads its second permutation
+
+
+# Shapes met in PostgreSQL's own isolation specs, each written here in a small spec of its own
+# (none is a copy of PostgreSQL's): the comparison wants isolationtester's output exactly.
+SHAPES = {
+    # A SELECT whose rows start arriving and which then waits for a lock (an UPDATE ... RETURNING
+    # blocked on a later row, as in eval-plan-qual-trigger): isolationtester sees it waiting, as
+    # the result set is not complete.
+    "rows-then-wait": """
+setup
+{
+  CREATE FUNCTION shape_noisy(i int) RETURNS int LANGUAGE plpgsql AS $$
+  BEGIN
+    RAISE NOTICE 'row %', i;
+    IF i = 2 THEN PERFORM pg_advisory_xact_lock(77); END IF;
+    RETURN i;
+  END;$$;
+}
+teardown { DROP FUNCTION shape_noisy(int); }
+session a
+step a_lock { BEGIN; SELECT pg_advisory_xact_lock(77); }
+step a_done { COMMIT; }
+session b
+step b_read { SELECT x, shape_noisy(x) FROM generate_series(1, 3) x; }
+permutation a_lock b_read a_done
+""",
+    # Answers past the tool's caps for YAML scenarios, printed whole as isolationtester prints
+    # them: a value over 4 kB, over a thousand rows, over a hundred notices in one step.
+    "big-answers": """
+session s1
+step s1_value { SELECT length(repeat('x', 5000)) AS n, repeat('ab', 2100) AS v; }
+step s1_rows { SELECT g FROM generate_series(1, 1002) g; }
+step s1_notices { DO $$ BEGIN FOR i IN 1..120 LOOP RAISE NOTICE 'n %', i; END LOOP; END $$; }
+""",
+    # A session's connection ended by the server (pg_terminate_backend from another session):
+    # its next step prints the server's FATAL and libpq's account of the closed socket.
+    "terminated": """
+setup { CREATE TABLE shape_pid (pid int); }
+teardown { DROP TABLE shape_pid; }
+session s1
+setup { INSERT INTO shape_pid SELECT pg_backend_pid(); }
+step s1a { SELECT 1 AS one; }
+step s1b { SELECT 2 AS two; }
+session s2
+step s2k { SELECT pg_terminate_backend(pid) FROM shape_pid; }
+permutation s1a s2k s1b
+""",
+    # Failed teardowns, told on standard error in libpq's words: the syntax error's LINE and
+    # cursor, a DETAIL and a HINT.
+    "teardown-fails": """
+setup { CREATE TABLE shape_t (id int); CREATE VIEW shape_v AS SELECT * FROM shape_t; }
+teardown { DROP VIEW shape_v; DROP TABLE shape_t; }
+session s1
+step s1a { SELECT 1 AS x; }
+teardown { SELEC 1; }
+session s2
+step s2a { SELECT 2 AS y; }
+teardown { DROP TABLE shape_t; }
+""",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_shapes_of_postgresqls_own_specs_print_as_isolationtester_prints_them(shape, tmp_path):
+    missing = _compare_missing()
+    if missing:
+        pytest.skip(missing)
+    spec = tmp_path / f"{shape}.spec"
+    spec.write_text(SHAPES[shape])
+    jq = str(Path(sys.executable).parent / "jobqueue-demo")
+    done = subprocess.run(["bash", str(COMPARE), str(spec), jq], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr

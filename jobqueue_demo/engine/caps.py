@@ -41,8 +41,11 @@ ROW_TOO_BIG_TO_READ = f"a row too big to read: the answer took more than {size_t
 class Kept:
     """One result set's rows as they arrive: kept, cut or counted."""
 
-    def __init__(self, text, spent: int = 0):
+    def __init__(self, text, spent: int = 0, whole: bool = False):
         self.text = text  # the engine's bytes -> text (None for NULL)
+        # Every row and value kept as it came: for an answer libpq already holds whole (its
+        # growth bounded while it is read), printed whole as isolationtester prints it.
+        self.whole = whole
         self.rows: list[tuple[str | None, ...]] = []
         # What the results before this one in the same step kept: a step of many statements
         # keeps MAX_RESULT_BYTES in all, not in each.
@@ -58,9 +61,12 @@ class Kept:
     @property
     def full(self) -> bool:
         """No later row will be kept: each is only counted (`omitted += 1`)."""
-        return bool(self.omitted) or len(self.rows) >= MAX_ROWS_KEPT
+        return bool(self.omitted) or (len(self.rows) >= MAX_ROWS_KEPT and not self.whole)
 
     def add(self, values) -> None:
+        if self.whole:
+            self.rows.append(tuple(None if v is None else self.text(v) for v in values))
+            return
         if self.full:
             self.omitted += 1
             return
@@ -105,11 +111,12 @@ class Notices:
 
     def __init__(self, show=str):
         self.show = show
+        self.most: int | None = MAX_NOTICES  # None: every notice kept
         self.kept: list[str] = []
         self.more = 0
 
     def add(self, notice) -> None:
-        if len(self.kept) < MAX_NOTICES:
+        if self.most is None or len(self.kept) < self.most:
             self.kept.append(self.show(notice))
         else:
             self.more += 1

@@ -59,12 +59,14 @@ class IsolationtesterView:
         return ""
 
     def _script(self, event: ev.ScriptAnswered) -> str:
-        """A block's last result, as PQexec returns it; a failed teardown is told on `err`."""
+        """A block's last result, as PQexec returns it; a failed teardown is told on `err`,
+        in libpq's words (PQerrorMessage: its DETAIL, HINT and cursor lines too)."""
         error = event.result.error
         if error is not None:
             where = f"{event.what} of session {event.session}" if event.session else event.what
+            text = getattr(error, "libpq_text", "") or f"{_error(error)}\n"
             self.out.flush()
-            self.err.write(f"{where} failed: {_error(error)}\n")
+            self.err.write(f"{where} failed: {text}")
             self.err.flush()
             return ""
         return pq_print(event.result)
@@ -92,8 +94,11 @@ def _answer(session: str, result: Result) -> str:
 
 
 def _error(error) -> str:
-    """PostgreSQL's `ERROR:  message` as the server sent it; another engine's as its client
-    prints it (a spec's MySQL variant)."""
+    """PostgreSQL's `ERROR:  message` as the server sent it (libpq's whole text for an error
+    libpq made, as PQresultErrorMessage gives it); another engine's as its client prints it
+    (a spec's MySQL variant)."""
+    if getattr(error, "by_libpq", False) and error.libpq_text:
+        return error.libpq_text  # its last line ends in a newline: a blank line follows, as there
     severity = getattr(error, "severity", None)
     return f"{severity}:  {error.message}" if severity else str(error)
 

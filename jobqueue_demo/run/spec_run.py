@@ -34,6 +34,10 @@ from .driver import RunOptions
 NONBLOCK = 1  # return as soon as the step is seen waiting for a lock
 RETRY = 2  # a later look at a step already sent (reported waiting, or held by a blocker)
 LOOK_EVERY_S = 0.01  # isolationtester asks whether a step is blocked every 10 ms
+# A step just sent is first looked at sooner: isolationtester's first question (10 ms after
+# sending, a prepared statement in C) comes before a 10 ms deadlock_timeout ends the wait it
+# sees; ours, slower to ask, would lose that race under load and miss the `<waiting ...>`.
+FIRST_LOOK_S = 0.002
 
 
 class SpecRun:
@@ -68,6 +72,10 @@ class SpecRun:
             self.conns.scratch.let_role_set(self.spec.settings)
             for session in self.conns.sessions.values() if self.pg else ():
                 session.notices.show = libpq_notice
+                session.notices.most = None
+                # A step that has sent rows and then waits for a lock is waiting, as libpq's
+                # PQisBusy tells isolationtester; and every row, value and notice is printed.
+                session.whole = True
             yield ev.RunStarted(self.scenario.title, self.server.label, self.database)
             for schedule in self.spec.schedules():
                 yield from self._permutation(schedule)
@@ -152,12 +160,14 @@ class SpecRun:
 
         pgconn = session.conn.pgconn
         deadline = time.perf_counter() + self.timeout
+        look = LOOK_EVERY_S if flags & RETRY else FIRST_LOOK_S
         try:
             while pgconn.is_busy():
                 yield from self._notices(session)
-                if select.select([session], [], [], LOOK_EVERY_S)[0]:
+                if select.select([session], [], [], look)[0]:
                     pgconn.consume_input()
                     continue
+                look = LOOK_EVERY_S
                 if flags & NONBLOCK and self._blocked(session):
                     pgconn.consume_input()
                     if not pgconn.is_busy():

@@ -99,6 +99,13 @@ class PgError(SqlError):
     """A PostgreSQL error: no number (`errno` 0), its `code` is the SQLSTATE."""
 
     severity: str = "ERROR"
+    # The whole message as libpq words it (PQresultErrorMessage: the statement's LINE and
+    # cursor, DETAIL, HINT, CONTEXT, each line ending in a newline), which isolationtester
+    # prints for a failed setup or teardown; empty when libpq had none.
+    libpq_text: str = ""
+    # Made by libpq, not sent by the server (a connection gone): isolationtester prints such
+    # an error's whole text, the server's last word and libpq's account of the closed socket.
+    by_libpq: bool = False
 
     def __str__(self) -> str:
         # psql's form, which the seed transcript quotes: `ERROR:  could not obtain lock on row ...`.

@@ -36,20 +36,20 @@ def _error(pgconn, result=None) -> PgError:
     """The error of a failed result, or of a connection gone under libpq (no SQLSTATE: 08006)."""
     from psycopg.pq import DiagnosticField
 
+    text = (result.error_message if result is not None else pgconn.error_message) or b"connection lost"
     if result is not None and result.error_field(DiagnosticField.SQLSTATE):
         def field(which) -> str:
             return (result.error_field(which) or b"").decode("utf-8", "replace")
 
         return PgError(0, field(DiagnosticField.SQLSTATE), cut_text(field(DiagnosticField.MESSAGE_PRIMARY)),
-                       field(DiagnosticField.SEVERITY_NONLOCALIZED) or "ERROR")
-    text = (result.error_message if result is not None else pgconn.error_message) or b"connection lost"
+                       field(DiagnosticField.SEVERITY_NONLOCALIZED) or "ERROR", cut_text(text.decode("utf-8", "replace")))
     # libpq's own text: the server's last word (a FATAL from pg_terminate_backend) first, then
     # its account of the closed socket; the first line is what psql shows first too.
     first = cut_text(text.decode("utf-8", "replace").strip().splitlines()[0])
     severity, sep, message = first.partition(":  ")
     if not sep or severity not in ("FATAL", "ERROR", "PANIC"):
         severity, message = "FATAL", first
-    return PgError(0, CONNECTION_FAILURE, message.strip(), severity)
+    return PgError(0, CONNECTION_FAILURE, message.strip(), severity, cut_text(text.decode("utf-8", "replace")), True)
 
 
 class _Outcome:
@@ -59,11 +59,12 @@ class _Outcome:
     as caps.py says. `notices` is the session's Notices, which its notice handler fills; each
     statement's result takes the notices that arrived before it, where psql prints them."""
 
-    def __init__(self, pgconn, started: float, notices: Notices | None = None):
+    def __init__(self, pgconn, started: float, notices: Notices | None = None, whole: bool = False):
         self.pgconn = pgconn
         self.started = started
         self.notices = notices if notices is not None else Notices()
-        self.kept = Kept(_text)
+        self.whole = whole
+        self.kept = Kept(_text, whole=whole)
         self.done: list[Result] = []
 
     @property
@@ -101,7 +102,7 @@ class _Outcome:
 
     def _rows(self, result) -> Result:
         kept = self.kept
-        self.kept = Kept(_text, kept.bytes)  # the next statement's rows start afresh
+        self.kept = Kept(_text, kept.bytes, self.whole)  # the next statement's rows start afresh
         return Result(
             columns=tuple(result.fname(c).decode() for c in range(result.nfields)),
             numeric=tuple(result.ftype(c) in NUMERIC_OIDS for c in range(result.nfields)),
@@ -217,7 +218,8 @@ def _copy_ended(pgconn, result, deadline: float, timeout: float) -> bool:
             pgconn.consume_input()
 
 
-def collect(pgconn, started: float, timeout: float = float("inf"), notices: Notices | None = None) -> Result:
+def collect(pgconn, started: float, timeout: float = float("inf"), notices: Notices | None = None,
+            whole: bool = False) -> Result:
     """Every result of the statement sent, as one Result: the first error, else the last
     result, with the results before it as its `earlier` (_Outcome).
 
@@ -225,7 +227,7 @@ def collect(pgconn, started: float, timeout: float = float("inf"), notices: Noti
     """
     import psycopg
 
-    outcome = _Outcome(pgconn, started, notices)
+    outcome = _Outcome(pgconn, started, notices, whole)
     try:
         for result in results(pgconn, timeout):
             outcome.add(result)
@@ -306,6 +308,10 @@ class PgSession(Session):
     `notices`: what the server said besides the results since the last statement's answer."""
 
     notices: Notices = field(default_factory=lambda: Notices(notice_text))
+    # Answers read whole and kept whole (every row, every byte), as isolationtester reads and
+    # prints them (run/spec_run.py): no single-row mode, where the first row's arrival would
+    # read as the statement's end. Else a row at a time, any result in bounded memory.
+    whole: bool = False
 
     def fileno(self) -> int:
         return self.conn.pgconn.socket
@@ -321,8 +327,8 @@ class PgSession(Session):
         self.notices.clear()  # a reset's or a setting's, not this statement's
         try:
             pgconn.send_query(sql.encode("utf-8"))
-            # A row at a time, so that a result of any size takes bounded memory (collect()).
-            pgconn.set_single_row_mode()
+            if not self.whole:  # a result of any size then takes bounded memory (collect())
+                pgconn.set_single_row_mode()
         except psycopg.OperationalError:  # the connection is gone
             self.closed = True
             return Result(error=_error(pgconn))
@@ -330,7 +336,7 @@ class PgSession(Session):
         return None
 
     def _answer(self, fetch_timeout: float) -> Result:
-        return collect(self.conn.pgconn, self.sent_at, fetch_timeout, self.notices)
+        return collect(self.conn.pgconn, self.sent_at, fetch_timeout, self.notices, self.whole)
 
     def drop_socket(self) -> None:
         """End the connection the way a crashed process does: no Terminate message, no ROLLBACK."""
