@@ -228,3 +228,41 @@ def test_shapes_of_postgresqls_own_specs_print_as_isolationtester_prints_them(sh
     jq = str(Path(sys.executable).parent / "jobqueue-demo")
     done = subprocess.run(["bash", str(COMPARE), str(spec), jq], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+
+
+FLOOD = """
+setup { CREATE TABLE flood (id int); }
+teardown { DROP TABLE flood; }
+session s1
+step %(step)s { %(sql)s }
+step after { SELECT 1 AS still_here; }
+"""
+
+
+@pytest.mark.parametrize(
+    "step, sql",
+    [
+        ("big", "SELECT repeat('x', 300000000) AS v;"),
+        ("loud", "DO $$ BEGIN FOR i IN 1..3000000 LOOP RAISE NOTICE 'n %', i; END LOOP; END $$;"),
+    ],
+    ids=["a-300-MB-value", "3-million-notices"],
+)
+def test_a_spec_answer_read_whole_stays_within_the_memory_bound(pg_embedded, tmp_path, step, sql):
+    """A spec's answers are read whole (as isolationtester reads them), not a row at a time;
+    what libpq takes in is bounded all the same: past 64 MiB the step's connection is dropped
+    and told, and the process stays small. Before, a 300 MB value grew it by 3 GB."""
+    spec = tmp_path / "flood.spec"
+    spec.write_text(FLOOD % {"step": step, "sql": sql})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobqueue_demo", "run", str(spec), "--dsn", pg_dsn(pg_embedded), "--format", "isolationtester"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+    )
+    out = io.BytesIO()
+    while chunk := proc.stdout.read(1 << 20):
+        out.write(chunk[-4096:])  # the tail is what is checked: nothing here holds the flood
+    err = proc.stderr.read().decode()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert "an answer too big to read: it took more than 64 MiB of memory" in out.getvalue().decode(errors="replace"), err
+    assert proc.returncode == 3 and "s1's connection is gone" in err, err
+    assert usage.ru_maxrss < 400 * 1024, f"the run grew to {usage.ru_maxrss // 1024} MB"

@@ -36,6 +36,8 @@ def size_text(n: int) -> str:
 
 ROW_TOO_BIG = f"a row of more than {size_text(MAX_ROW_BYTES)}, the most jobqueue-demo reads"
 ROW_TOO_BIG_TO_READ = f"a row too big to read: the answer took more than {size_text(MAX_ANSWER_GROWTH)} of memory, the most jobqueue-demo gives one"
+# The same bound on an answer libpq holds whole, its notices included (a spec's step).
+ANSWER_TOO_BIG_TO_READ = f"an answer too big to read: it took more than {size_text(MAX_ANSWER_GROWTH)} of memory, the most jobqueue-demo gives one"
 
 
 class Kept:

@@ -165,11 +165,11 @@ class SpecRun:
             while pgconn.is_busy():
                 yield from self._notices(session)
                 if select.select([session], [], [], look)[0]:
-                    pgconn.consume_input()
+                    session.take_input()
                     continue
                 look = LOOK_EVERY_S
                 if flags & NONBLOCK and self._blocked(session):
-                    pgconn.consume_input()
+                    session.take_input()
                     if not pgconn.is_busy():
                         break
                     yield from self._notices(session)
@@ -226,11 +226,11 @@ class SpecRun:
         pgconn = session.conn.pgconn
         names = {s.thread_id: s.name for s in self.conns.sessions.values()}
         try:
-            pgconn.consume_input()
+            session.take_input()
             while (notify := pgconn.notifies()) is not None:
                 sender = names.get(notify.be_pid, f"PID {notify.be_pid}")
                 yield ev.Notified(session.name, _text(notify.relname), _text(notify.extra), sender)
-                pgconn.consume_input()
+                session.take_input()
         except OperationalError:
             return  # the connection is gone; its step's answer has said so
 

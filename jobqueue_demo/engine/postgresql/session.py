@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from ...errors import FetchTimeout, ServerError
-from ..caps import MAX_ANSWER_GROWTH, ROW_TOO_BIG_TO_READ, Kept, Notices, cut_text
+from ..caps import ANSWER_TOO_BIG_TO_READ, MAX_ANSWER_GROWTH, ROW_TOO_BIG_TO_READ, Kept, Notices, cut_text
 from ..deadlines import INTERRUPT_GRACE_S, note_silence, shutdown_socket, wait_readable
 from ..session import Session
 from ..types import Result, shown
@@ -312,9 +312,23 @@ class PgSession(Session):
     # prints them (run/spec_run.py): no single-row mode, where the first row's arrival would
     # read as the statement's end. Else a row at a time, any result in bounded memory.
     whole: bool = False
+    # The process's resident size when the statement in flight was sent: reading its answer
+    # may grow it by MAX_ANSWER_GROWTH at most, however it is read (take_input, collect).
+    sent_resident: int = 0
+    # Why the connection was dropped while its answer was taken in: read() then tells it.
+    too_big: str | None = None
 
     def fileno(self) -> int:
         return self.conn.pgconn.socket
+
+    def take_input(self) -> None:
+        """What the server has sent so far, taken into libpq (a look at a step in flight, as
+        run/spec_run.py looks). An answer, or its notices, past MAX_ANSWER_GROWTH drops the
+        connection: libpq holds a whole answer unless asked for single rows."""
+        self.conn.pgconn.consume_input()
+        if _resident() - self.sent_resident > MAX_ANSWER_GROWTH:
+            shut(self.conn.pgconn)
+            self.too_big = f"{ANSWER_TOO_BIG_TO_READ}: the connection was dropped"
 
     def send(self, sql: str) -> Result | None:
         import psycopg
@@ -322,6 +336,7 @@ class PgSession(Session):
         assert self.pending_sql is None, f"session {self.name} already has a statement in flight"
         pgconn = self.conn.pgconn
         self.sent_at = time.perf_counter()
+        self.sent_resident, self.too_big = _resident(), None
         if self.closed:  # dropped by a fault step: libpq would write into the dead socket and wait
             return Result(error=PgError(0, CONNECTION_FAILURE, "no connection to the server", "FATAL"))
         self.notices.clear()  # a reset's or a setting's, not this statement's
@@ -336,6 +351,9 @@ class PgSession(Session):
         return None
 
     def _answer(self, fetch_timeout: float) -> Result:
+        if self.too_big is not None:
+            self.closed = True
+            return Result(error=PgError(0, CONNECTION_FAILURE, self.too_big))
         return collect(self.conn.pgconn, self.sent_at, fetch_timeout, self.notices, self.whole)
 
     def drop_socket(self) -> None:
