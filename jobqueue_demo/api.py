@@ -469,6 +469,13 @@ def strategies() -> tuple:
     return REGISTRY
 
 
+def load_queue(path: str):
+    """A queue file (docs/queue-format.md), checked whole: ScenarioError with file:line otherwise."""
+    from .scenario.queue_file import load_queue_file
+
+    return load_queue_file(path)
+
+
 def workers_config(**values):
     """A checked WorkersConfig; UsageError (one line) for values that cannot make a meaningful run."""
     from .workers.crew import WorkersConfig, validate

@@ -42,6 +42,10 @@ STALL_HELP = (
     "Seconds with no job completed after which the run stops, prints what the workers wait for and exits 1 "
     "[default: 30]."
 )
+QUEUE_HELP = (
+    "A queue file (docs/queue-format.md): the workers run its SQL instead of a strategy's, as the per-run user, "
+    "and the tool checks that no job was lost, done twice or left claimed."
+)
 NO_PLOT = "matplotlib is not installed (pip install 'jobqueue-demo[plot]'): the table alone was written"
 
 
@@ -67,6 +71,10 @@ def workers_command(
     state_order: str = typer.Option("done-last", "--state-order", help=STATE_ORDER_HELP),
     stall: Optional[float] = typer.Option(None, "--stall", help=STALL_HELP, show_default=False),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON line instead of a table."),
+    queue: Optional[str] = typer.Option(None, "--queue", help=QUEUE_HELP, show_default=False),
+    enqueue_during: bool = typer.Option(
+        False, "--enqueue-during", help="With --queue: enqueue half the jobs while the workers claim."
+    ),
     dsn: Dsns = None,
     engine: Engine = None,
     cluster: Cluster = None,
@@ -86,6 +94,7 @@ def workers_command(
       jobqueue-demo workers -w 8 --jobs 600 --work-ms 5 --kill 3 --strategy lease-heartbeat
       jobqueue-demo workers --engine postgresql -w 4 --kill 1 --strategy update-limit
       jobqueue-demo workers --cluster 3 -w 6 --jobs 300
+      jobqueue-demo workers --queue queues/river-rescuer-bug.yaml -w 4 --jobs 300
 
     With --cluster N the workers are spread over a private N-node Galera cluster (worker i on
     node i mod N + 1), every node is checked, and the same workers then run on node 1 only
@@ -97,6 +106,7 @@ def workers_command(
     config = api.workers_config(
         strategy=strategy, isolation=isolation, workers=workers, jobs=jobs, batch=batch, work_ms=work_ms, kill=kill,
         idempotency_key=idempotency_key, state_order=state_order, lease_ms=lease_ms,
+        queue=None if queue is None else api.load_queue(queue), enqueue_during=enqueue_during,
         **({} if stall is None else {"stall_s": stall}),
     )
     out, err = _consoles()
@@ -105,7 +115,7 @@ def workers_command(
         return
     with _server(dsn, engine) as server:
         say(
-            f"-- workers: {strategy}, {workers} worker(s), {jobs} job(s), {isolation} "
+            f"-- workers: {strategy if queue is None else 'queue ' + queue}, {workers} worker(s), {jobs} job(s), {isolation} "
             f"on {server.label} ({server.where})"
         )
         with _stuck_reported(as_json):

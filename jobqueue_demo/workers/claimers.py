@@ -14,7 +14,7 @@ import random
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NoReturn
 
 from ..engine.types import ClaimError
@@ -92,6 +92,7 @@ class WorkerSpec:
 @dataclass
 class WorkerDone:
     claim_ms: list[float]
+    retried_by_statement: dict = field(default_factory=dict)  # a queue file's run: retries by statement
 
 
 @dataclass
