@@ -490,6 +490,10 @@ def run_workers(config, server, on_progress: Callable | None = None):
     StuckError with the server's waits-for picture) when no job completes for the stall window."""
     from .workers.crew import run_workers as run_crew
 
+    if config.queue is not None:
+        from .workers.own_queue import run_queue_file
+
+        return run_queue_file(config, server, on_progress)
     return run_crew(config, server, on_progress)
 
 

@@ -19,7 +19,7 @@ from ..engine import mysql
 from ..engine.seam import ENGINE_NAMES
 from ..engine.sql_lexer import END, OPEN, PUNCT, UNCLEAR, WORD, tokens
 from ..errors import ScenarioError, UsageError
-from .loader import _Builder, _compose, _read_text
+from .loader import Builder, compose, read_text
 from .sql_guard import refusal
 
 TOP_KEYS = {
@@ -103,12 +103,12 @@ class QueueFile:
 
 
 def load_queue_file(path: str) -> QueueFile:
-    text = _read_text(path)
+    text = read_text(path)
     return queue_from_text(path, text)
 
 
 def queue_from_text(path: str, text: str) -> QueueFile:
-    root = _compose(path, text)
+    root = compose(path, text)
     if root is None:
         raise ScenarioError(path, "empty queue file: expected a mapping with setup, enqueue, claim and complete")
     return _QueueBuilder(path, text).queue(root)
@@ -149,7 +149,7 @@ def find_params(sql: str, engine: str) -> list[tuple[int, int, str]] | None:
     return params
 
 
-class _QueueBuilder(_Builder):
+class _QueueBuilder(Builder):
     def queue(self, root: yaml.Node) -> QueueFile:
         top = self.mapping(root, "the queue file")
         for key, (knode, _) in top.items():

@@ -244,7 +244,7 @@ class Claimer:
                 return
             else:
                 empties += 1
-                _pause(EMPTY_BACKOFF_MS, empties)
+                pause(EMPTY_BACKOFF_MS, empties)
                 looking = time.monotonic()
 
     def attempt(self, looking: float) -> bool:
@@ -338,7 +338,7 @@ class Claimer:
         self.bump(Field.RETRIES)
         self.failures_in_a_row += 1
         if counter is Field.NOWAIT_FAILURES:
-            _pause(NOWAIT_BACKOFF_MS, self.failures_in_a_row)
+            pause(NOWAIT_BACKOFF_MS, self.failures_in_a_row)
         raise Retry
 
     def _counter_for(self, kind: str | None) -> Field | None:
@@ -348,7 +348,7 @@ class Claimer:
         return counter
 
 
-def _pause(backoff_ms: tuple[float, float], attempt: int) -> None:
+def pause(backoff_ms: tuple[float, float], attempt: int) -> None:
     """Sleep a random time under an exponentially growing cap (full jitter)."""
     first, largest = backoff_ms
     cap = min(largest, first * 2 ** min(attempt, 16))
@@ -359,7 +359,7 @@ def worker_main(spec: WorkerSpec, shared: Shared, results) -> None:
     """Entry point of a worker process: connect, report ready, wait for go, work, report."""
     # Ctrl-C reaches the whole process group; the parent decides and kills us itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_forkserver()
+    die_with_forkserver()
     try:
         claimer = Claimer(spec, shared)
         shared.ready.release()
@@ -367,16 +367,16 @@ def worker_main(spec: WorkerSpec, shared: Shared, results) -> None:
         claimer.run()
         results.send(WorkerDone(claimer.claim_ms))
     except Exception as exc:  # every failure goes back to the parent as one line
-        results.send(WorkerFailed(f"worker {spec.index}: {_describe(exc)}"))
+        results.send(WorkerFailed(f"worker {spec.index}: {describe(exc)}"))
     finally:
         results.close()
 
 
-def _die_with_forkserver() -> None:
+def die_with_forkserver() -> None:
     """Get SIGKILL when the forkserver exits, which it does when the run's process dies."""
     preloaded = sys.modules.get("jobqueue_demo.workers.forkserver_lifeline")
     die_with_parent(preloaded.PID if preloaded is not None else 0)
 
 
-def _describe(exc: Exception) -> str:
+def describe(exc: Exception) -> str:
     return str(exc) or type(exc).__name__

@@ -581,10 +581,6 @@ def run_workers(config: WorkersConfig, server: ServerInfo, on_progress: Progress
     `config.stall_s`.
     """
     validate(config)
-    if config.queue is not None:
-        from .own_queue import run_queue_file
-
-        return run_queue_file(config, server, on_progress)
     with Scratch(server) as scratch:
         scratch.prepare(config.jobs, config.state_order)
         crew = Crew(config.workers, max(1, len(server.nodes)))
@@ -615,21 +611,21 @@ def _run(config: WorkersConfig, server: ServerInfo, scratch: Scratch, crew: Crew
         crew.wait_ready()
         waits_before = scratch.row_lock_waits()
         started = crew.go()
-        _supervise(crew, scratch, killer, _Watch(config, started, waits_before, on_progress))
+        supervise(crew, scratch, killer, Watch(config, started, waits_before, on_progress))
     except KeyboardInterrupt as stop:
         return _stopped(config, server, crew, killer, started, stop)
     killer.wait_for_notice(scratch)
     scratch.settle()
     ended = max(crew.shared.last_commit, default=started)
-    waits = _waits_since(scratch, waits_before)
-    return _summary(config, server, crew, check(scratch, killer.kills), killer.kills, max(ended - started, 1e-9), waits)
+    waits = waits_since(scratch, waits_before)
+    return summarise(config, server, crew, check(scratch, killer.kills), killer.kills, max(ended - started, 1e-9), waits)
 
 
 def _stopped(config: WorkersConfig, server: ServerInfo, crew: Crew, killer: Killer, started: float, stop) -> WorkersSummary:
     """What the workers counted before a stop signal; the server is asked nothing more, so the
     queue is not checked (the run's clean-up still drops it)."""
     counted = QueueCheck(crew.total(Field.COMPLETED), lost=0, effects=0, external_duplicates=0, reclaimed=0, rerun_ms=[])
-    summary = _summary(config, server, crew, counted, killer.kills, max(time.monotonic() - started, 1e-9), None)
+    summary = summarise(config, server, crew, counted, killer.kills, max(time.monotonic() - started, 1e-9), None)
     return replace(summary, stopped=stop)
 
 
@@ -650,7 +646,7 @@ def row_lock_waits_scope(server: ServerInfo, counted: bool = True) -> str:
     return "this run" if server.embedded else "server-wide"
 
 
-def _waits_since(scratch: Scratch, before: int | None) -> int | None:
+def waits_since(scratch: Scratch, before: int | None) -> int | None:
     now = scratch.row_lock_waits()
     return None if now is None or before is None else now - before
 
@@ -681,7 +677,7 @@ def _specs(config: WorkersConfig, server: ServerInfo, scratch: Scratch) -> list[
 
 
 @dataclass
-class _Watch:
+class Watch:
     """What the supervising loop tracks between ticks."""
 
     config: WorkersConfig
@@ -693,7 +689,7 @@ class _Watch:
     last_change: float = 0.0
 
 
-def _supervise(crew: Crew, scratch: Scratch, killer: Killer, watch: _Watch) -> None:
+def supervise(crew: Crew, scratch: Scratch, killer: Killer, watch: Watch) -> None:
     watch.last_change = watch.started
     while crew.running:
         crew.reap()
@@ -718,13 +714,13 @@ def _supervise(crew: Crew, scratch: Scratch, killer: Killer, watch: _Watch) -> N
         time.sleep(NOTICE_POLL_S if killer.busy() else TICK_S)
 
 
-def _progress(crew: Crew, scratch: Scratch, killer: Killer, watch: _Watch, now: float) -> Progress:
+def _progress(crew: Crew, scratch: Scratch, killer: Killer, watch: Watch, now: float) -> Progress:
     return Progress(
         elapsed_s=now - watch.started,
         completed=crew.total(Field.COMPLETED),
         jobs=watch.config.jobs,
         workers=crew.views(),
-        row_lock_waits=_waits_since(scratch, watch.waits_before),
+        row_lock_waits=waits_since(scratch, watch.waits_before),
         killed=len(killer.kills),
         row_lock_waits_scope=row_lock_waits_scope(scratch.server, watch.waits_before is not None),
     )
@@ -735,7 +731,7 @@ def _worker_threads(crew: Crew) -> dict[int, int]:
     return {crew.thread_id(i): i for i in range(crew.size) if crew.states[i] == "running" and crew.thread_id(i)}
 
 
-def _summary(
+def summarise(
     config: WorkersConfig, server: ServerInfo, crew: Crew, checked: QueueCheck, kills: list[Kill], seconds: float, waits: int
 ) -> WorkersSummary:
     return WorkersSummary(

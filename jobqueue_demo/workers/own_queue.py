@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from ..engine.types import ClaimError, ServerInfo
 from ..errors import ScenarioError, ServerError, UsageError
 from . import claimers
-from .claimers import EMPTY_BACKOFF_MS, Claimer, Field, Phase, Retry, Shared, WorkerDone, WorkerFailed, _pause
+from .claimers import EMPTY_BACKOFF_MS, Claimer, Field, Phase, Retry, Shared, WorkerDone, WorkerFailed, pause
 from .crew import (
     Crew,
     Killer,
@@ -29,10 +29,10 @@ from .crew import (
     Scratch,
     WorkersConfig,
     WorkersSummary,
-    _summary,
-    _supervise,
-    _waits_since,
-    _Watch,
+    summarise,
+    supervise,
+    waits_since,
+    Watch,
 )
 
 TOOL_TABLES = (
@@ -127,7 +127,7 @@ class FileClaimer(Claimer):
             if now - idle_since > self.idle_s or self.all_done():
                 return
             empties += 1
-            _pause(EMPTY_BACKOFF_MS, empties)
+            pause(EMPTY_BACKOFF_MS, empties)
 
     def all_done(self) -> bool:
         return int(self.conn._run("SELECT COUNT(DISTINCT job_id) FROM jqd_done")[0][0][0]) >= self.spec.jobs
@@ -236,7 +236,7 @@ def file_worker_main(spec: FileSpec, shared: Shared, results) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    claimers._die_with_forkserver()
+    claimers.die_with_forkserver()
     try:
         claimer = FileClaimer(spec, shared)
         shared.ready.release()
@@ -244,7 +244,7 @@ def file_worker_main(spec: FileSpec, shared: Shared, results) -> None:
         claimer.run()
         results.send(WorkerDone(claimer.claim_ms, claimer.retried_by_statement))
     except Exception as exc:  # every failure goes back to the parent as one line
-        results.send(WorkerFailed(f"worker {spec.index}: {claimers._describe(exc)}"))
+        results.send(WorkerFailed(f"worker {spec.index}: {claimers.describe(exc)}"))
     finally:
         results.close()
 
@@ -375,12 +375,12 @@ def _run(config, server, scratch, crew, sql, path, params, helpers, on_progress)
     started = crew.go()
     for helper in helpers:
         helper.start()
-    _supervise(crew, scratch, killer, _Watch(config, started, waits_before, on_progress))
+    supervise(crew, scratch, killer, Watch(config, started, waits_before, on_progress))
     killer.wait_for_notice(scratch)
     ended = max(crew.shared.last_commit, default=started)
-    waits = _waits_since(scratch, waits_before)
+    waits = waits_since(scratch, waits_before)
     counted = QueueCheck(0, 0, 0, 0, 0, [None] * len(killer.kills))
-    return _summary(config, server, crew, counted, killer.kills, max(ended - started, 1e-9), waits)
+    return summarise(config, server, crew, counted, killer.kills, max(ended - started, 1e-9), waits)
 
 
 def _checked(summary: WorkersSummary, user, config: WorkersConfig, crew: Crew) -> WorkersSummary:
