@@ -38,7 +38,7 @@ PARAMS = {
     "complete": ("job", "worker"),
     "fail": ("job", "worker"),
     "retry": ("job", "worker"),
-    "rescue": ("worker",),
+    "rescue": ("job", "jobs", "worker"),
 }
 REQUIRED = ("setup", "enqueue", "claim", "complete")
 MAX_RESCUE_MS = 600_000
@@ -226,7 +226,7 @@ class _QueueBuilder(Builder):
             if name not in allowed:
                 took = f"takes {', '.join(':' + p for p in allowed)}" if allowed else "takes no parameter"
                 raise ScenarioError(self.path, f"{what}: unknown parameter :{name} ({part} {took})", line)
-            if part == "claim" and first and name in ("job", "jobs"):
-                raise ScenarioError(self.path, f"{what}: :{name} in the claim's first statement: the claimed ids are "
+            if part in ("claim", "rescue") and first and name in ("job", "jobs"):
+                raise ScenarioError(self.path, f"{what}: :{name} in the {part}'s first statement: the job ids are "
                                                "known only once a statement has returned them", line)
         return QueueStatement(sql, base, tuple(params))

@@ -89,6 +89,23 @@ class Statements:
             # Not what a worker retries: the file's SQL is wrong for this server, told at its line.
             raise ScenarioError(self.path, f"{_label(part, i)}: {exc}", statement.line) from None
 
+    def taking(self, part: str, statements, values: dict[str, str]) -> list[int]:
+        """The statements in order; the first that returns rows gives the job ids, bound as
+        :job (that statement runs once per job) and :jobs in the later ones. [] when none
+        does before a statement needs them."""
+        ids: list[int] | None = None
+        for i, statement in enumerate(statements):
+            if ids is None and (statement.uses("job") or statement.uses("jobs")):
+                return []
+            if statement.uses("job"):
+                for job in ids:
+                    self.run(part, i, statement, {**values, "job": str(job)})
+                continue
+            rows = self.run(part, i, statement, {**values, "jobs": ", ".join(map(str, ids or ()))})
+            if ids is None and rows:
+                ids = [int(row[0]) for row in rows]
+        return ids or []
+
     def per_job(self, part: str, statements, jobs: list[int]) -> None:
         for job in jobs:
             for i, statement in enumerate(statements):
@@ -142,14 +159,17 @@ class FileClaimer(Claimer):
                 self.bump(Field.EMPTY)
                 return False
             self.claim_ms.append((time.monotonic() - looking) * 1000)
-            self.hold(ids)
             self.record("jqd_claims", ids)
             if self.sql.work == "after-commit":
                 self.conn.commit()
+                # Killable from here: a kill lands after the claim committed, the job in the
+                # hands of a worker that is gone, which the file's rescue is for.
+                self.hold(ids)
                 self.record_effects(ids)
                 self.work()
                 self.complete_later(ids)
             else:
+                self.hold(ids)
                 self.record_effects(ids)
                 self.work()
                 self.complete_now(ids)
@@ -159,21 +179,7 @@ class FileClaimer(Claimer):
         return True
 
     def claim(self) -> list[int]:
-        """The claim's statements in order; the first that returns rows gives the ids."""
-        ids: list[int] | None = None
-        for i, statement in enumerate(self.sql.claim):
-            takes_jobs = statement.uses("job") or statement.uses("jobs")
-            if takes_jobs and ids is None:
-                return []
-            if statement.uses("job"):
-                for job in ids:
-                    self.run_sql.run("claim", i, statement, {"batch": str(self.spec.batch), "job": str(job)})
-                continue
-            values = {"batch": str(self.spec.batch), "jobs": ", ".join(map(str, ids or ()))}
-            rows = self.run_sql.run("claim", i, statement, values)
-            if ids is None and rows:
-                ids = [int(row[0]) for row in rows]
-        return ids or []
+        return self.run_sql.taking("claim", self.sql.claim, {"batch": str(self.spec.batch)})
 
     def record(self, table: str, ids: list[int]) -> None:
         rows = ", ".join(f"({int(job)}, {self.spec.index})" for job in ids)
@@ -272,12 +278,11 @@ class Helper(threading.Thread):
         except BaseException as exc:  # told by the parent after the run
             self.error = exc
 
-    def transaction(self, part: str, statements, values: dict[str, str]) -> bool:
-        """One transaction of `statements`; False when a retried error rolled it back."""
+    def transaction(self, run) -> bool:
+        """One transaction of what `run(statements)` sends; False when a retried error rolled it back."""
         try:
             self.conn.begin()
-            for i, statement in enumerate(statements):
-                self.sql.run(part, i, statement, values)
+            run(self.sql)
             self.conn.commit()
             return True
         except ClaimError as exc:
@@ -289,7 +294,7 @@ class Helper(threading.Thread):
 
 def rescuer(sql) -> object:
     def step(helper: Helper) -> None:
-        helper.transaction("rescue", sql.rescue, {})
+        helper.transaction(lambda run: run.taking("rescue", sql.rescue, {}))
 
     return step
 
@@ -300,7 +305,7 @@ def enqueuer(sql, jobs: list[int]) -> object:
     def step(helper: Helper) -> bool:
         if not left:
             return False
-        if helper.transaction("enqueue", sql.enqueue, {"job": str(left[0])}):
+        if helper.transaction(lambda run: run.per_job("enqueue", sql.enqueue, left[:1])):
             left.pop(0)
         return True
 
@@ -392,7 +397,9 @@ def _checked(summary: WorkersSummary, user, config: WorkersConfig, crew: Crew) -
     completed = value("SELECT COUNT(DISTINCT job_id) FROM jqd_done")
     effects = value("SELECT COUNT(*) FROM jqd_effects")
     distinct = value("SELECT COUNT(DISTINCT job_id) FROM jqd_effects")
-    done_twice = value("SELECT COUNT(*) FROM (SELECT job_id FROM jqd_effects GROUP BY job_id HAVING COUNT(*) > 1) twice")
+    # Completed twice, not merely run twice: a job whose worker died after its effect runs again
+    # after any rescue (at least once); that shows as the effects' repeats.
+    done_twice = value("SELECT COUNT(*) FROM (SELECT job_id FROM jqd_done GROUP BY job_id HAVING COUNT(*) > 1) twice")
     left = value(
         "SELECT COUNT(DISTINCT job_id) FROM jqd_claims WHERE job_id NOT IN (SELECT job_id FROM jqd_done)"
     )
