@@ -10,8 +10,10 @@ is a join of integers into known places, never a text search.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import yaml
 
@@ -20,6 +22,7 @@ from ..engine.seam import ENGINE_NAMES
 from ..engine.sql_lexer import END, OPEN, PUNCT, UNCLEAR, WORD, tokens
 from ..errors import ScenarioError, UsageError
 from .loader import Builder, compose, read_text
+from .nearest import nearest
 from .sql_guard import refusal
 
 TOP_KEYS = {
@@ -102,7 +105,28 @@ class QueueFile:
         return self.variants[engine]
 
 
+def queue_dir() -> Path:
+    """The shipped queue files: the installed package data, else a checkout's queues/ (never both,
+    as lessons.lesson_dirs)."""
+    here = Path(__file__).resolve().parent.parent
+    installed = here / "queues"
+    return installed if installed.is_dir() else here.parent / "queues"
+
+
+def resolve_queue(name: str) -> str:
+    """A path as given, or the name of a shipped queue file (`river`, `read-then-mark-bug`)."""
+    if os.path.exists(name) or os.sep in name or name.endswith((".yaml", ".yml")):
+        return name
+    candidate = queue_dir() / f"{name}.yaml"
+    if candidate.is_file():
+        return str(candidate)
+    guess = nearest(name, (p.stem for p in queue_dir().glob("*.yaml")))
+    hint = f"did you mean '{guess}'?" if guess else "the shipped ones are in queues/"
+    raise ScenarioError(name, f"no such file, and no shipped queue file of that name ({hint})")
+
+
 def load_queue_file(path: str) -> QueueFile:
+    path = resolve_queue(path)
     text = read_text(path)
     return queue_from_text(path, text)
 
