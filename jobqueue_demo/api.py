@@ -516,7 +516,7 @@ def compare_cluster(config, server, on_progress: Callable | None = None):
 
 def sweep_config(
     strategies: str, workers: str | None, isolations: str, jobs: int | None, full: bool, batch: int, work_ms: float,
-    repeat: int, kill: int,
+    repeat: int, kill: int, queues: str = "",
 ):
     """A checked SweepConfig from the command's comma-separated values and defaults."""
     from .workers.crew import ISOLATIONS
@@ -542,6 +542,7 @@ def sweep_config(
         work_ms=work_ms,
         repeat=repeat,
         kill=kill,
+        queues=tuple(load_queue(path.strip()) for path in queues.split(",") if path.strip()),
     )
     validate_sweep(config)
     return config

@@ -208,6 +208,10 @@ def bench_command(
     work_ms: float = typer.Option(1.0, "--work-ms", help=WORK_HELP),
     kill: int = typer.Option(0, "--kill", help="SIGKILL this many workers in every run (the ceiling excepted)."),
     repeat: int = typer.Option(1, "--repeat", help="Runs per step; the median run is reported."),
+    queues: str = typer.Option(
+        "", "--queue", help="Queue files (docs/queue-format.md), comma-separated, run next to the strategies.",
+        show_default=False,
+    ),
     plot: str = typer.Option("workers-bench.png", "--plot", help="Where to write the plot (.png or .svg); '' for none."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as one JSON line instead of a table."),
     dsn: Dsn = None,
@@ -230,7 +234,7 @@ def bench_command(
 
     With --cluster N every run spreads its workers over a private N-node Galera cluster.
     """
-    config = api.sweep_config(strategies, workers, isolations, jobs, full, batch, work_ms, repeat, kill)
+    config = api.sweep_config(strategies, workers, isolations, jobs, full, batch, work_ms, repeat, kill, queues)
     _, err = _consoles()
     with _server(dsn, engine, cluster) as server:
         say(f"-- bench on {server.label} ({server.where}): {config.runs} runs")
