@@ -65,6 +65,9 @@ def test_a_parameter_in_quotes_a_comment_or_a_cast_is_no_parameter():
         (("title: t", "title: t\nlimit: 3"), 2, "unknown key 'limit'"),
         (("state VARCHAR(8)", "state VARCHAR(8) DATA DIRECTORY '/tmp'"), 4, "DIRECTORY"),
         (("enqueue: INSERT", "enqueue:\n  mysql: INSERT"), 7, "no value for postgresql"),
+        # PL/pgSQL could spell the tool's names at run time ('jq' || 'd_done'): dollar quoting is refused.
+        (("complete: DELETE FROM q WHERE id = :job", "complete: DO $$BEGIN DELETE FROM q; END$$"), 10, "with certainty"),
+        (("rescue: UPDATE q SET", "rescue: DROP TABLE JQD_DONE; UPDATE q SET"), 11, "the tool's own objects"),
     ],
 )
 def test_a_bad_file_is_refused_on_the_line_at_fault(change, line, words):

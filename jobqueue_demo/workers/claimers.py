@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
 from ..engine.types import ClaimError
@@ -206,6 +207,7 @@ class Claimer:
         self.completed_jobs = 0
         self.failures_in_a_row = 0
         self.claim_ms: list[float] = []
+        self.retried_by_statement: dict[str, int] = {}  # a queue file's claimer counts them (own_queue.py)
         self.conn = spec.queue.connect(spec.params, spec.database, spec.session_sql)
         self.bump(Field.THREAD_ID, self.conn.session_id)
         self.effects = spec.queue.connect(spec.params, spec.database, ())
@@ -355,17 +357,18 @@ def pause(backoff_ms: tuple[float, float], attempt: int) -> None:
     time.sleep(random.uniform(0, cap) / 1000)
 
 
-def worker_main(spec: WorkerSpec, shared: Shared, results) -> None:
-    """Entry point of a worker process: connect, report ready, wait for go, work, report."""
+def worker_main(spec, shared: Shared, results, make: Callable = None) -> None:
+    """Entry point of a worker process: connect, report ready, wait for go, work, report.
+    `make`: the claimer's class (Claimer; own_queue.FileClaimer for a queue file's SQL)."""
     # Ctrl-C reaches the whole process group; the parent decides and kills us itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_forkserver()
     try:
-        claimer = Claimer(spec, shared)
+        claimer = (make or Claimer)(spec, shared)
         shared.ready.release()
         shared.go.wait()
         claimer.run()
-        results.send(WorkerDone(claimer.claim_ms))
+        results.send(WorkerDone(claimer.claim_ms, claimer.retried_by_statement))
     except Exception as exc:  # every failure goes back to the parent as one line
         results.send(WorkerFailed(f"worker {spec.index}: {describe(exc)}"))
     finally:

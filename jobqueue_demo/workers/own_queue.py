@@ -13,15 +13,16 @@ scenario/, and the object reaches the worker processes pickled.
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
 from dataclasses import dataclass, replace
 
 from ..engine.types import ClaimError, ServerInfo
-from ..errors import ScenarioError, ServerError, UsageError
+from ..errors import DemoError, ScenarioError, ServerError, UsageError
 from . import claimers
-from .claimers import EMPTY_BACKOFF_MS, Claimer, Field, Phase, Retry, Shared, WorkerDone, WorkerFailed, pause
+from .claimers import EMPTY_BACKOFF_MS, Claimer, Field, Phase, Retry, Shared, pause
 from .crew import (
     Crew,
     Killer,
@@ -225,34 +226,8 @@ class FileClaimer(Claimer):
         self.bump(Field.COMPLETED, len(ids))
         self.shared.last_commit[self.spec.index] = time.monotonic()
 
-    def rolled_back(self, exc: ClaimError):
-        counter = RETRIED.get(exc.kind)
-        if counter is None:
-            raise exc
-        self.conn.rollback()
-        self.release()
-        self.bump(counter)
-        self.bump(Field.RETRIES)
-        self.failures_in_a_row += 1
-        raise Retry
-
-
-def file_worker_main(spec: FileSpec, shared: Shared, results) -> None:
-    """A worker process on the file's SQL: as claimers.worker_main."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    claimers.die_with_forkserver()
-    try:
-        claimer = FileClaimer(spec, shared)
-        shared.ready.release()
-        shared.go.wait()
-        claimer.run()
-        results.send(WorkerDone(claimer.claim_ms, claimer.retried_by_statement))
-    except Exception as exc:  # every failure goes back to the parent as one line
-        results.send(WorkerFailed(f"worker {spec.index}: {claimers.describe(exc)}"))
-    finally:
-        results.close()
+    def _counter_for(self, kind: str | None) -> Field | None:
+        return RETRIED.get(kind)
 
 
 # -- the parent's side: setup, the rescuer and enqueuer, the check -------------------------
@@ -334,6 +309,8 @@ def run_queue_file(config: WorkersConfig, server: ServerInfo, on_progress=None) 
             crew.stop()
             scratch.kill_threads(crew.thread_ids())
         for helper in helpers:
+            if isinstance(helper.error, DemoError):
+                raise helper.error  # the file's SQL refused at its line: exit 2, as in a worker
             if helper.error is not None:
                 raise ServerError(f"the {helper.name}: {helper.error}")
         for statement, count in counts.items():
@@ -374,7 +351,7 @@ def _run(config, server, scratch, crew, sql, path, params, helpers, on_progress)
         for i in range(config.workers)
     ]
     killer = Killer(config.kill, config.jobs, random.Random())
-    crew.start(specs, file_worker_main)
+    crew.start(specs, functools.partial(claimers.worker_main, make=FileClaimer))
     crew.wait_ready()
     waits_before = scratch.row_lock_waits()
     started = crew.go()
