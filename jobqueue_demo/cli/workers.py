@@ -135,6 +135,9 @@ def _server(dsn, engine: str | None, cluster: int | None = None):
 
 
 def _on_cluster(config, dsn, size: int | None, out, as_json: bool) -> None:
+    if config.queue is not None:
+        _queue_on_cluster(config, dsn, size, out, as_json)
+        return
     with server_for(dsn, cluster=size) as server:
         say(f"-- workers: {config.strategy}, {config.workers} worker(s), {config.jobs} job(s) on {server.label} ({server.where})")
         with _stuck_reported(as_json):
@@ -146,6 +149,18 @@ def _on_cluster(config, dsn, size: int | None, out, as_json: bool) -> None:
         for line in compared.lines():
             print(line)
     if not compared.invariants_hold:
+        raise typer.Exit(EXIT_MISMATCH)
+
+
+def _queue_on_cluster(config, dsn, size: int | None, out, as_json: bool) -> None:
+    """A queue file's workers spread over the nodes (worker i on node i mod N + 1), checked on node 1."""
+    with server_for(dsn, cluster=size) as server:
+        say(f"-- workers: queue {config.queue.path}, {config.workers} worker(s), {config.jobs} job(s) over "
+            f"{len(server.nodes)} nodes of {server.label} ({server.where})")
+        with _stuck_reported(as_json):
+            summary = api.run_workers(config, server)
+    _report(summary, out, as_json)
+    if not summary.invariants_hold:
         raise typer.Exit(EXIT_MISMATCH)
 
 

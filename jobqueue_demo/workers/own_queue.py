@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, replace
 
 from ..engine.types import ClaimError, ServerInfo
-from ..errors import DemoError, ScenarioError, ServerError, UsageError
+from ..errors import DemoError, ScenarioError, ServerError
 from . import claimers
 from .claimers import EMPTY_BACKOFF_MS, Claimer, Field, Phase, Retry, Shared, pause
 from .crew import (
@@ -89,6 +89,15 @@ class Statements:
                 raise
             # Not what a worker retries: the file's SQL is wrong for this server, told at its line.
             raise ScenarioError(self.path, f"{_label(part, i)}: {exc}", statement.line) from None
+
+    def tool(self, label: str, sql: str) -> None:
+        """One of the tool's statements (COMMIT, its record): a retried error counted under `label`."""
+        try:
+            self.conn.execute(sql)
+        except ClaimError as exc:
+            if exc.kind in RETRIED:
+                self.counts[label] = self.counts.get(label, 0) + 1
+            raise
 
     def taking(self, part: str, statements, values: dict[str, str]) -> list[int]:
         """The statements in order; the first that returns rows gives the job ids, bound as
@@ -162,7 +171,7 @@ class FileClaimer(Claimer):
             self.claim_ms.append((time.monotonic() - looking) * 1000)
             self.record("jqd_claims", ids)
             if self.sql.work == "after-commit":
-                self.conn.commit()
+                self.run_sql.tool("commit (claim)", "COMMIT")
                 # Killable from here: a kill lands after the claim committed, the job in the
                 # hands of a worker that is gone, which the file's rescue is for.
                 self.hold(ids)
@@ -184,12 +193,12 @@ class FileClaimer(Claimer):
 
     def record(self, table: str, ids: list[int]) -> None:
         rows = ", ".join(f"({int(job)}, {self.spec.index})" for job in ids)
-        self.conn.execute(f"INSERT INTO {table} (job_id, worker) VALUES {rows}")
+        self.run_sql.tool(f"record ({table})", f"INSERT INTO {table} (job_id, worker) VALUES {rows}")
 
     def record_effects(self, ids: list[int]) -> None:
         at = time.time()
         rows = ", ".join(f"({int(job)}, {self.spec.index}, {at:.6f})" for job in ids)
-        self.conn.execute(f"INSERT INTO jqd_effects (job_id, worker, at_s) VALUES {rows}")
+        self.run_sql.tool("record (jqd_effects)", f"INSERT INTO jqd_effects (job_id, worker, at_s) VALUES {rows}")
         self.bump(Field.EFFECTS, len(ids))
 
     def work(self) -> None:
@@ -221,7 +230,7 @@ class FileClaimer(Claimer):
         # As Claimer.complete: the parent kills only while holding this lock and seeing IN_TXN.
         with self.shared.commit_locks[self.spec.index]:
             self.set(Field.PHASE, Phase.COMMITTING)
-        self.conn.commit()
+        self.run_sql.tool("commit", "COMMIT")
         self.release()
         self.bump(Field.COMPLETED, len(ids))
         self.shared.last_commit[self.spec.index] = time.monotonic()
@@ -288,8 +297,6 @@ def enqueuer(sql, jobs: list[int]) -> object:
 
 
 def run_queue_file(config: WorkersConfig, server: ServerInfo, on_progress=None) -> WorkersSummary:
-    if len(server.nodes) > 1:
-        raise UsageError("--queue runs on one server: not yet on a cluster's nodes")
     sql = config.queue.for_engine(server.engine)
     path = config.queue.path
     with Scratch(server, confine=server.seam.confines(server)) as scratch:
@@ -297,7 +304,7 @@ def run_queue_file(config: WorkersConfig, server: ServerInfo, on_progress=None) 
         user = scratch.queue.connect(params, scratch.name, ())
         first = config.jobs // 2 if config.enqueue_during else config.jobs
         _prepare(user, sql, path, first)
-        crew = Crew(config.workers)
+        crew = Crew(config.workers, max(1, len(server.nodes)))
         counts: dict[str, int] = {}
         helpers = _helpers(config, sql, path, scratch, params, counts, first)
         try:
@@ -347,7 +354,10 @@ def _run(config, server, scratch, crew, sql, path, params, helpers, on_progress)
         [dialect.isolation_setting(config.isolation), dialect.row_lock_timeout(claimers.LOCK_WAIT_TIMEOUT_S)]
     )
     specs = [
-        FileSpec(i, scratch.queue, params, scratch.name, sql, path, (settings,), config.batch, config.work_ms, config.jobs)
+        FileSpec(
+            i, scratch.queue, _on_node(server, params, i), scratch.name, sql, path, (settings,), config.batch,
+            config.work_ms, config.jobs,
+        )
         for i in range(config.workers)
     ]
     killer = Killer(config.kill, config.jobs, random.Random())
@@ -359,10 +369,20 @@ def _run(config, server, scratch, crew, sql, path, params, helpers, on_progress)
         helper.start()
     supervise(crew, scratch, killer, Watch(config, started, waits_before, on_progress))
     killer.wait_for_notice(scratch)
+    scratch.settle()
     ended = max(crew.shared.last_commit, default=started)
     waits = waits_since(scratch, waits_before)
     counted = QueueCheck(0, 0, 0, 0, 0, [None] * len(killer.kills))
     return summarise(config, server, crew, counted, killer.kills, max(ended - started, 1e-9), waits)
+
+
+def _on_node(server: ServerInfo, params, index: int):
+    """The per-run user's parameters on worker `index`'s node: on a cluster worker i talks to
+    node i mod N + 1, as the built-in strategies' workers do."""
+    if not server.nodes:
+        return params
+    node = server.nodes[index % len(server.nodes)]
+    return replace(node, user=params.user, password=params.password, database=params.database)
 
 
 def _checked(summary: WorkersSummary, user, config: WorkersConfig, crew: Crew) -> WorkersSummary:
