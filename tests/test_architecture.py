@@ -23,18 +23,29 @@ MAY_IMPORT = {
 UI_LIBRARIES = {"typer", "rich", "click"}
 
 
+def package_of(path: Path) -> str:
+    """The package a file's relative imports start from (an __init__.py's is its own)."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1])
+
+
+def from_base(node: ast.ImportFrom, package: str) -> str:
+    """The module a `from ... import` names, made absolute."""
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join(parts + ([base] if base else []))
+    return base
+
+
 def imports(path: Path) -> list[tuple[str, int]]:
     """(module, line) for every import in the file, relative ones made absolute."""
-    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(parts + ([base] if base else []))
+            base = from_base(node, package_of(path))
             found += [(f"{base}.{alias.name}" if not node.module else base, node.lineno) for alias in node.names]
     return found
 
@@ -90,10 +101,7 @@ def private_reaches(source: str, package: str) -> list[str]:
     modules, found = set(), []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(parts + ([base] if base else []))
+            base = from_base(node, package)
             if base.split(".")[0] != "jobqueue_demo":
                 continue
             for alias in node.names:
@@ -217,9 +225,7 @@ def runtime_imports(path: Path) -> list[tuple[str, int]]:
         for stmt in node.body
         for inner in ast.walk(stmt)
     }
-    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
-    if path.name == "__init__.py":
-        package = module_of(path)
+    package = module_of(path) if path.name == "__init__.py" else package_of(path)
     found = []
     for node in ast.walk(tree):
         if id(node) in skipped:
@@ -227,10 +233,7 @@ def runtime_imports(path: Path) -> list[tuple[str, int]]:
         if isinstance(node, ast.Import):
             found += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(parts + ([base] if base else []))
+            base = from_base(node, package)
             for alias in node.names:
                 name = f"{base}.{alias.name}"
                 found.append((name if _is_module(name) else base, node.lineno))

@@ -162,7 +162,7 @@ def test_the_scratch_database_and_role_are_dropped(pg):
 def test_snapshot_restores_rows_and_sequences(pg_embedded):
     from jobqueue_demo.engine.postgresql.session import answer
 
-    scratch = pg_embedded.seam.scratch(pg_embedded)
+    scratch = pg_embedded.seam.scratch(pg_embedded, confine=True, answer_timeout=10.0)
     scratch.open()
     try:
         user = scratch.session_params.connect()
@@ -260,7 +260,7 @@ def test_show_locks_is_refused_in_one_line():
 def test_scenario_sql_runs_as_the_per_run_role(pg):
     from jobqueue_demo.engine.postgresql.session import answer
 
-    scratch = pg.seam.scratch(pg)
+    scratch = pg.seam.scratch(pg, confine=True, answer_timeout=10.0)
     scratch.open()
     try:
         user = pg.seam.user_connection(scratch, 10.0)
@@ -329,6 +329,45 @@ def test_snapshot_reset_matches_rebuilding_the_schema(pg_embedded):
     assert fast == slow and len(fast) == 40
     assert {outcome for _, outcome in fast} == {"ok", "violated"}
 
+
+
+RESTORE_OR_NOT = """
+title: claims, and maybe an update
+engines: [postgresql]
+setup: |
+  CREATE TABLE jobs (id INT PRIMARY KEY, task TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'queued');
+  INSERT INTO jobs (id, task) VALUES (1, 'a'), (2, 'b');
+sessions: [A, B]
+steps:
+  - A: BEGIN;
+  - A: SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;
+  - B: SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;
+  - A: LAST
+invariants:
+  - name: both jobs there
+    sql: SELECT COUNT(*) FROM jobs
+    expect: [[2]]
+"""
+
+
+@pytest.mark.parametrize("last, restored", [("COMMIT;", False), ("UPDATE jobs SET state = 'done' WHERE id = 1;", True)])
+def test_a_schedule_that_wrote_no_row_keeps_its_rows_and_one_that_did_gets_them_back(tmp_path, pg, last, restored):
+    """A restore (TRUNCATE and re-insert, 2-5 ms) after a schedule of row locks only, which
+    move no row, would cost more than the schedule: the rows are left as they are, the same
+    row versions (xmin). After an UPDATE, new versions are put back."""
+    from jobqueue_demo.explore.search import ExploreOptions, FirstChoice, ScheduleRunner, Space
+
+    path = tmp_path / "restore-or-not.yaml"
+    path.write_text(RESTORE_OR_NOT.replace("LAST", last))
+    scenario = core.for_server(core.load(str(path)), pg)
+    with ScheduleRunner(Space(scenario, ()), pg, ExploreOptions(jobs=1)) as runner:
+        versions = "SELECT id, state, xmin FROM jobs ORDER BY id"
+        before = runner.driver.check(versions).rows
+        first = runner.run(FirstChoice(()))
+        after = runner.driver.check(versions).rows
+    assert first.outcome == "ok" and [c.held for c in first.checks] == [True]
+    assert [row[:2] for row in after] == [row[:2] for row in before] == [("1", "queued"), ("2", "queued")]
+    assert (after != before) == restored
 
 
 def test_an_invariant_that_errors_is_a_violation_with_its_error(tmp_path, pg_embedded):
@@ -429,7 +468,7 @@ def test_a_damaged_template_is_rebuilt_once(tmp_path):
 
 def test_reset_session_leaves_a_fresh_session(pg_embedded):
     seam = pg_embedded.seam
-    scratch = seam.scratch(pg_embedded)
+    scratch = seam.scratch(pg_embedded, confine=True, answer_timeout=10.0)
     scratch.open()
     try:
         settings = pg_embedded.dialect.set_session([pg_embedded.dialect.isolation_setting("serializable")])
@@ -514,7 +553,7 @@ def test_a_wait_for_a_safe_snapshot_is_seen_as_isolationtester_sees_it(pg):
 
 def test_copy_to_stdout_and_from_stdin_answer_instead_of_hanging(pg_embedded):
     seam = pg_embedded.seam
-    scratch = seam.scratch(pg_embedded)
+    scratch = seam.scratch(pg_embedded, confine=True, answer_timeout=10.0)
     scratch.open()
     try:
         user = seam.user_connection(scratch, 5.0)

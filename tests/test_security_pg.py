@@ -20,7 +20,7 @@ from contextlib import closing
 import pytest
 from conftest import LOCAL_PG_DSN, cli, dsn_of
 
-from jobqueue_demo.engine.schema_change import changes_schema
+from jobqueue_demo.engine.schema_change import changes_schema, may_write_rows
 
 # Creates the role {canary} when its caller may (once); returns true either way.
 CANARY = """
@@ -139,7 +139,7 @@ def test_scenario_code_never_runs_as_the_dsn_role(pg, tmp_path, vector):
 
 
 def test_the_control_connection_resolves_only_catalog_names(pg):
-    scratch = pg.seam.scratch(pg)
+    scratch = pg.seam.scratch(pg, confine=True, answer_timeout=10.0)
     scratch.open()
     try:
         from jobqueue_demo.engine.postgresql.control import rows
@@ -156,7 +156,7 @@ def test_the_restore_runs_as_the_per_run_role(pg_embedded):
     scenario's rights: here a trigger that records who wrote the row."""
     from jobqueue_demo.engine.postgresql.session import answer
 
-    scratch = pg_embedded.seam.scratch(pg_embedded)
+    scratch = pg_embedded.seam.scratch(pg_embedded, confine=True, answer_timeout=10.0)
     scratch.open()
     try:
         user = pg_embedded.seam.user_connection(scratch, 10.0)
@@ -221,6 +221,36 @@ def test_a_step_that_may_change_the_schema_is_seen(engine, sql):
 ])
 def test_rows_only_steps_keep_the_snapshot(sql):
     assert not changes_schema(sql, mysql=False) and not changes_schema(sql, mysql=True)
+
+
+@pytest.mark.parametrize("sql", [
+    "/* claim */ UPDATE jobs SET state = 'done' WHERE id = 1;",
+    "INSERT INTO jobs (id) VALUES (3)",
+    "delete from jobs",
+    "SELECT 1; UPDATE jobs SET state = 'x'",
+    "WITH gone AS (DELETE FROM jobs RETURNING id) SELECT id FROM gone",
+    "SELECT * INTO copy FROM jobs",
+    "COPY jobs FROM STDIN",
+    "EXPLAIN ANALYZE UPDATE jobs SET state = 'x'",
+    "MERGE INTO jobs USING done ON jobs.id = done.id WHEN MATCHED THEN DELETE",
+    "(SELECT 1); TRUNCATE jobs",
+    "SELECT $$x$$; -- dollar quoting: read as unclear",
+])
+def test_a_step_that_may_write_a_row_is_seen(sql):
+    assert may_write_rows(sql, mysql=False)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT id, task FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;",
+    "BEGIN; SELECT 1; COMMIT;",
+    "ROLLBACK;",
+    "SELECT 'UPDATE jobs' AS text",
+    "LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE",
+    "SET lock_timeout = '1s'",
+    "-- UPDATE in a comment\nTABLE jobs",
+])
+def test_a_step_that_writes_no_row_is_told_apart(sql):
+    assert not may_write_rows(sql, mysql=False)
 
 
 # -- MariaDB ---------------------------------------------------------------------------------

@@ -24,6 +24,12 @@ ROWS_ONLY = frozenset(
 )
 # After one of these, INTO names the table rows go into, not a new one.
 WRITES_INTO = frozenset({"INSERT", "REPLACE", "MERGE"})
+# Statements that change no row of a table (a row lock taken by SELECT ... FOR UPDATE moves
+# no row and changes no value). WITH is left out: a CTE may hold an UPDATE.
+READS_ROWS = frozenset(
+    "SELECT VALUES TABLE BEGIN START COMMIT END ROLLBACK ABORT SAVEPOINT RELEASE SET RESET SHOW LOCK "
+    "DECLARE FETCH MOVE CLOSE DISCARD DEALLOCATE LISTEN NOTIFY UNLISTEN".split()
+)
 
 
 class _Unclear(Exception):
@@ -41,6 +47,22 @@ def changes_schema(sql: str, mysql: bool) -> bool:
     except _Unclear:
         return True
     return any(_changes(words) for words in statements)
+
+
+def may_write_rows(sql: str, mysql: bool) -> bool:
+    """Whether `sql` may insert, change or delete a row: any statement not of READS_ROWS, or
+    holding INTO, and any text this reading is unsure of. Whether a function a SELECT calls
+    writes is the caller's to know."""
+    try:
+        statements = _statements(sql, mysql)
+    except _Unclear:
+        return True
+    return any(_writes(words) for words in statements)
+
+
+def _writes(words: list[str]) -> bool:
+    words = words[next((i for i, w in enumerate(words) if w != "("), len(words)):]
+    return bool(words) and (words[0] not in READS_ROWS or "INTO" in words)
 
 
 def _changes(words: list[str]) -> bool:

@@ -412,15 +412,22 @@ class Sampler:
 
 
 class Snapshot:
-    """Resets by restoring the tables' rows as setup left them (engine/mysql/snapshot.py)."""
+    """Resets by restoring the tables' rows as setup left them (engine/mysql/snapshot.py,
+    engine/postgresql/snapshot.py), unless nothing the schedule sent may have written them
+    (the engine's `may_write`)."""
 
-    def __init__(self, driver: Driver, tables: tuple[str, ...]):
+    def __init__(self, driver: Driver, tables: tuple[str, ...], invariants: tuple[Invariant, ...] = ()):
         snapshot = driver.snapshot(tables)
         self.restore = snapshot.restore
         self.how = snapshot.how  # e.g. "DELETE + INSERT ... SELECT", as the engine restores
+        self.may_write = lru_cache(maxsize=None)(snapshot.may_write)
+        # Invariants run between schedules, as the run's user: one that may write means every time.
+        self.always = any(self.may_write(i.sql) for i in invariants)
 
-    def __call__(self) -> None:
-        self.restore()
+    def __call__(self, sent: tuple[str, ...] | None = None) -> None:
+        """After a schedule that sent the statements `sent`; None: whatever they were."""
+        if sent is None or self.always or any(self.may_write(sql) for sql in sent):
+            self.restore()
 
 
 class Rebuild:
@@ -430,18 +437,18 @@ class Rebuild:
         self.driver = driver
         self.reason = reason
 
-    def __call__(self) -> None:
+    def __call__(self, sent: tuple[str, ...] | None = None) -> None:
         self.driver.recreate_database()
 
 
-def choose_reset(driver: Driver, forced: bool) -> Snapshot | Rebuild:
+def choose_reset(driver: Driver, forced: bool, invariants: tuple[Invariant, ...] = ()) -> Snapshot | Rebuild:
     """A snapshot when the rows are all the steps can change; else rebuild every time."""
     if forced:
         return Rebuild(driver, "asked for")
     survey = driver.survey()
     if survey.obstacle:
         return Rebuild(driver, survey.obstacle)
-    return Snapshot(driver, survey.tables)
+    return Snapshot(driver, survey.tables, invariants)
 
 
 class ScheduleRunner:
@@ -457,7 +464,7 @@ class ScheduleRunner:
     def __enter__(self) -> ScheduleRunner:
         try:
             self.driver.open()
-            self.reset = choose_reset(self.driver, self.recreate)
+            self.reset = choose_reset(self.driver, self.recreate, self.space.scenario.invariants)
         except BaseException:
             self.driver.close(quiet=True)
             raise
@@ -480,7 +487,7 @@ class ScheduleRunner:
             diverged = str(e)
         self.driver.restart_sessions()
         checks = () if stuck or diverged else self._check(any(m.fault for m in moves))
-        self.reset()
+        self.reset(self._sent(moves))
         self.driver.conns.catch_up()
         space = self.space
         return Execution(tuple(moves), tuple(events), checks, stuck, diverged, chooser.index, space.lines, space.expected)
@@ -515,6 +522,11 @@ class ScheduleRunner:
             cursor.take(move)
             moves.append(move)
             events += self.driver.step(*self.space.step_for(move))
+
+    def _sent(self, moves: list[Move]) -> tuple[str, ...]:
+        """The SQL of the statements the schedule sent, a rollback fault's too."""
+        steps = (self.space.step_for(m)[1] for m in moves)
+        return tuple(s.sql for s in steps if isinstance(s, Statement))
 
     def _stuck(self) -> str | None:
         return self.driver.stuck_message("every remaining step is blocked")
@@ -582,7 +594,7 @@ def planned(scenario: Scenario, options: ExploreOptions) -> int:
 def explore(
     scenario: Scenario, server, options: ExploreOptions, on_schedule: Callable[[Execution], None] | None = None
 ) -> Report:
-    planned(scenario, options)
+    total = planned(scenario, options)
     space = Space(scenario, options.faults, options.step_timeout)
     bound = space.bound()
     source = Sampler(options.sample, options.seed) if options.sample else DepthFirst(options.max_schedules)
@@ -590,7 +602,7 @@ def explore(
     if options.sample and on_schedule is not None:
         on_schedule = _each_new(on_schedule, options.sample)
     first_runs = FirstRuns(on_schedule)
-    tallies, reset, stopped = _run_all(space, server, options, source, first_runs)
+    tallies, reset, stopped = _run_all(space, server, options, source, first_runs, total)
     elapsed = time.perf_counter() - started
     if options.sample:
         tallies = _first_distinct(tallies, options.sample)
@@ -648,18 +660,26 @@ def _first_distinct(tallies: list[Tally], count: int) -> list[Tally]:
 
 
 def _run_all(
-    space: Space, server, options: ExploreOptions, source, on_schedule
+    space: Space, server, options: ExploreOptions, source, on_schedule, total: int
 ) -> tuple[list[Tally], str, BaseException | None]:
-    """Runs schedules on `options.jobs` threads, each with its own ScheduleRunner; results are
-    handled on the calling thread. A stop signal ends the runs, and is handed back with them."""
+    """Runs schedules on up to `options.jobs` threads, each with its own ScheduleRunner; results
+    are handled on the calling thread. A stop signal ends the runs, and is handed back with them.
+
+    One runner starts at once, the others only once the schedules left would take the first
+    one longer than twice its own opening took (Helpers): a runner's scratch database costs
+    a CREATE DATABASE and a DROP DATABASE (a checkpoint, on PostgreSQL 15), 150-400 ms on
+    a shared server, more than a small space's every schedule."""
     results: queue.Queue = queue.Queue()
     resets: list[str] = []
-    threads = [
-        threading.Thread(target=_run_schedules, args=(space, server, options, source, results, resets), daemon=True)
-        for _ in range(options.jobs)
-    ]
-    for thread in threads:
+    threads: list[threading.Thread] = []
+
+    def start() -> None:
+        thread = threading.Thread(target=_run_schedules, args=(space, server, options, source, results, resets), daemon=True)
+        threads.append(thread)
         thread.start()
+
+    start()
+    helpers = Helpers(options.jobs - 1, total)
     tallies: list[Tally] = []
     stopped = None
     try:
@@ -668,15 +688,19 @@ def _run_all(
             try:
                 item = results.get(timeout=0.25)  # a timeout keeps Ctrl-C deliverable
             except queue.Empty:
-                continue
+                item = ()
             if item is None:
                 finished += 1
             elif isinstance(item, BaseException):
                 raise item
-            else:
+            elif isinstance(item, Ready):
+                helpers.ready(item.opened_s)
+            elif isinstance(item, Execution):
                 tallies.append(item.tally())
                 if on_schedule is not None:
                     on_schedule(item)
+            for _ in range(helpers.wanted(len(tallies))):
+                start()
     except KeyboardInterrupt as stop:
         stopped = stop  # the schedules run so far still make a report
     finally:
@@ -686,10 +710,48 @@ def _run_all(
     return tallies, resets[0] if resets else "", stopped
 
 
+@dataclass(frozen=True)
+class Ready:
+    """A runner has opened its scratch database and connections, in `opened_s` seconds."""
+
+    opened_s: float
+
+
+class Helpers:
+    """When the runners beyond the first are worth starting: once the first is ready, when
+    the schedules left, at the pace of those it has run (or the time its first is taking),
+    would take it more than twice as long as opening it took. Then a second runner, ready
+    after about as long, still halves what is left; in a smaller space it would only add
+    its opening and closing to the run."""
+
+    def __init__(self, count: int, total: int):
+        self.count = count
+        self.total = total
+        self.opened_s: float | None = None
+        self.ready_at = 0.0
+
+    def ready(self, opened_s: float) -> None:
+        if self.opened_s is None:
+            self.opened_s = opened_s
+            self.ready_at = time.perf_counter()
+
+    def wanted(self, done: int) -> int:
+        if not self.count or self.opened_s is None:
+            return 0
+        running_s = time.perf_counter() - self.ready_at
+        left_s = (self.total - done) * running_s / done if done else running_s
+        if left_s <= 2 * self.opened_s:
+            return 0
+        count, self.count = self.count, 0
+        return count
+
+
 def _run_schedules(space: Space, server, options: ExploreOptions, source, results: queue.Queue, resets: list[str]) -> None:
     try:
+        started = time.perf_counter()
         with ScheduleRunner(space, server, options) as runner:
             resets.append(_describe_reset(runner.reset))
+            results.put(Ready(time.perf_counter() - started))
             while (chooser := source.take()) is not None:
                 execution = runner.run(chooser)
                 for _ in range(REPLAYS):

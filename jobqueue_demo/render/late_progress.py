@@ -9,23 +9,24 @@ from __future__ import annotations
 import sys
 import time
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
-from rich.text import Text
-
 from .color import console
 
 SHOW_AFTER_S = 2.0
 
 
-class _Rate(ProgressColumn):
-    def __init__(self, unit: str):
-        super().__init__()
-        self.unit = unit
+def _rate(unit: str):
+    """A column of done per second. rich.progress is imported once a bar is shown: 30 ms of
+    every explore's start-up otherwise, for a bar most runs never show."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
 
-    def render(self, task) -> Text:
-        done, elapsed = task.completed, task.elapsed or 0.0
-        rate = done / elapsed if elapsed else 0.0
-        return Text(f"{rate:,.0f} {self.unit}/s")
+    class Rate(ProgressColumn):
+        def render(self, task) -> Text:
+            done, elapsed = task.completed, task.elapsed or 0.0
+            rate = done / elapsed if elapsed else 0.0
+            return Text(f"{rate:,.0f} {unit}/s")
+
+    return Rate()
 
 
 class LateProgress:
@@ -36,7 +37,7 @@ class LateProgress:
         self.total = total
         self.stream = stream or sys.stderr
         self.quiet = quiet or not self.stream.isatty()
-        self.bar: Progress | None = None
+        self.bar = None  # a rich Progress, once shown
         self.done = 0
         self.started = 0.0
 
@@ -55,8 +56,10 @@ class LateProgress:
         self.bar.update(self.task, completed=self.done)
 
     def _start(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
         self.bar = Progress(
-            TextColumn(self.unit), BarColumn(), MofNCompleteColumn(), _Rate(self.unit), TextColumn("ETA"),
+            TextColumn(self.unit), BarColumn(), MofNCompleteColumn(), _rate(self.unit), TextColumn("ETA"),
             TimeRemainingColumn(), console=console(self.stream), transient=True,
         )
         self.bar.start()

@@ -78,21 +78,24 @@ class Connections:
         return self.seam.snapshot(self.scratch, tables, self.user_conn)
 
     def restart_sessions(self) -> None:
-        """Give every session a clean slate, as if newly connected (the seam's `reset_session`:
+        """Give every session a clean slate, as if newly connected (the seam's `reset_sessions`:
         cheaper than a new connection). A session that is gone, or still inside a statement,
         gets a new connection instead.
         """
         if self.cluster:
             self.cluster.settle_before_reset()
         self.end_orphans()
-        for name, session in list(self.sessions.items()):
+        for session in self.sessions.values():
             if session.busy and not session.closed:
                 self.kill_quietly(session.thread_id)
                 session.close()
-            if not session.closed and self.seam.reset_session(session, self.scratch, self._settings_sql(self.specs[name])):
-                continue
-            session.close()  # killed by a fault step: the server has already ended it
-            self.sessions[name] = self._connect(self.specs[name])
+        live = [(name, s) for name, s in self.sessions.items() if not s.closed]
+        reset = self.seam.reset_sessions([(s, self._settings_sql(self.specs[name])) for name, s in live], self.scratch)
+        kept = {name for (name, _), ok in zip(live, reset) if ok}
+        for name, session in list(self.sessions.items()):
+            if name not in kept:
+                session.close()  # killed by a fault step: the server has already ended it
+                self.sessions[name] = self._connect(self.specs[name])
 
     def rollback_cause(self, session: Session) -> str | None:
         """On a cluster, what rolled back the session's transaction with ERROR 1213 (a

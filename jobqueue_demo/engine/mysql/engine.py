@@ -105,6 +105,10 @@ class MySqlEngine:
 
         return reset_session(session, scratch.session_params, scratch.name, settings_sql)
 
+    def reset_sessions(self, sessions: list[tuple[Session, str | None]], scratch: Scratch) -> list[bool]:
+        """reset_session for each (session, settings SQL), in turn."""
+        return [self.reset_session(session, scratch, settings_sql) for session, settings_sql in sessions]
+
     def run_script(self, conn: object, sql: str) -> str | None:
         """Several statements (a scenario's setup); the error as the mysql client shows it, or None."""
         from .session import run_script

@@ -70,6 +70,10 @@ class TableSnapshot:
         self.counters = self._counters()
         self.restore_sql = "; ".join(restores + ["COMMIT", "SET SESSION foreign_key_checks = 1"])
 
+    def may_write(self, sql: str) -> bool:
+        """Always: a stored function a SELECT calls may write rows (nothing here looks for them)."""
+        return True
+
     def _default_rows(self, table: str) -> str:
         """A table whose columns are all generated (MariaDB allows it; none at all it does
         not): its rows are alike, so setup's count of them is all there is to put back."""

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from ...errors import ServerError, UsageError
+from ...errors import UsageError
 from ..dsn import ANSWER_TIMEOUT_S
 from ..types import DeadlockCycle, Result, ServerInfo, Survey
 
@@ -98,14 +98,19 @@ class PgEngine:
         return connect_session(name, scratch.session_params, scratch.name, settings_sql, answer_timeout)
 
     def reset_session(self, session: Session, scratch: Scratch, settings_sql: str | None) -> bool:
-        """A fresh session's state without a new connection, in one round trip: ROLLBACK, then
-        what DISCARD ALL does (which cannot share a query with ROLLBACK), then its settings."""
-        from .session import RESET_SESSION, answer
+        return self.reset_sessions([(session, settings_sql)], scratch)[0]
 
-        try:
-            return answer(session.conn, "; ".join(filter(None, ("ROLLBACK", RESET_SESSION, settings_sql)))).error is None
-        except ServerError:
-            return False
+    def reset_sessions(self, sessions: list[tuple[Session, str | None]], scratch: Scratch) -> list[bool]:
+        """A fresh state for each (session, settings SQL) without a new connection, every
+        session's reset sent before any answer is read: one round trip for them all (three
+        one after another cost 0.5 ms of a 2 ms schedule). Each is ROLLBACK, then what DISCARD
+        ALL does (which cannot share a query with ROLLBACK), then its settings. False for a
+        session whose connection is gone."""
+        from .session import RESET_SESSION, answer_each
+
+        sqls = ["; ".join(filter(None, ("ROLLBACK", RESET_SESSION, settings_sql))) for _, settings_sql in sessions]
+        results = answer_each([session.conn for session, _ in sessions], sqls)
+        return [result is not None and result.error is None for result in results]
 
     def run_script(self, conn: object, sql: str) -> str | None:
         from .session import run_script
