@@ -79,9 +79,13 @@ class Statements:
         self.worker = worker
         self.counts = counts
 
-    def run(self, part: str, i: int, statement, values: dict[str, str]) -> list[tuple]:
+    def run(self, part: str, i: int, statement, values: dict[str, str]) -> list[int]:
+        """The first column of the rows the statement returns, as job ids."""
         try:
-            return self.conn._run(statement.bind({"worker": str(self.worker), **values}))[0]
+            return self.conn.ids(statement.bind({"worker": str(self.worker), **values}))
+        except (TypeError, ValueError):
+            raise ScenarioError(self.path, f"{_label(part, i)}: returned rows whose first column is not a job id "
+                                           "(a whole number)", statement.line) from None
         except ClaimError as exc:
             if exc.kind in RETRIED:
                 label = _label(part, i)
@@ -113,7 +117,7 @@ class Statements:
                 continue
             rows = self.run(part, i, statement, {**values, "jobs": ", ".join(map(str, ids or ()))})
             if ids is None and rows:
-                ids = [int(row[0]) for row in rows]
+                ids = rows
         return ids or []
 
     def per_job(self, part: str, statements, jobs: list[int]) -> None:
@@ -157,7 +161,7 @@ class FileClaimer(Claimer):
             pause(EMPTY_BACKOFF_MS, empties)
 
     def all_done(self) -> bool:
-        return int(self.conn._run("SELECT COUNT(DISTINCT job_id) FROM jqd_done")[0][0][0]) >= self.spec.jobs
+        return self.conn.ids("SELECT COUNT(DISTINCT job_id) FROM jqd_done")[0] >= self.spec.jobs
 
     def attempt(self, looking: float) -> bool:
         try:
@@ -389,7 +393,7 @@ def _checked(summary: WorkersSummary, user, config: WorkersConfig, crew: Crew) -
     """The tool's verdict from its own tables, read after every worker has stopped."""
 
     def value(sql: str) -> int:
-        return int(user._run(sql)[0][0][0] or 0)
+        return user.ids(sql)[0]
 
     completed = value("SELECT COUNT(DISTINCT job_id) FROM jqd_done")
     effects = value("SELECT COUNT(*) FROM jqd_effects")
