@@ -115,3 +115,14 @@ def test_a_queue_file_over_a_galera_cluster_retries_its_certification_failures(g
     assert summary.invariants_hold, summary.verdict
     assert summary.completed == 150
     assert sum(summary.retried_by_statement.values()) == summary.deadlocks + summary.lock_wait_timeouts
+
+
+def test_bench_runs_queue_files_next_to_the_strategies_and_the_ceiling(embedded):
+    config = api.sweep_config(
+        "skip-locked", "2", "read-committed", 60, False, 1, 1.0, 1, 0, f"skip-locked,{QUEUES / 'solid-queue.yaml'}"
+    )
+    assert config.runs == 4
+    result = api.sweep(config, embedded)
+    assert [row.run.strategy for row in result.rows] == ["own-rows", "skip-locked", "queue skip-locked", "queue solid-queue"]
+    assert all(row.run.invariants_hold and row.run.completed == 60 for row in result.rows)
+    assert all(row.ceiling_share > 0 for row in result.rows)
