@@ -126,3 +126,18 @@ def test_bench_runs_queue_files_next_to_the_strategies_and_the_ceiling(embedded)
     assert [row.run.strategy for row in result.rows] == ["own-rows", "skip-locked", "queue skip-locked", "queue solid-queue"]
     assert all(row.run.invariants_hold and row.run.completed == 60 for row in result.rows)
     assert all(row.ceiling_share > 0 for row in result.rows)
+
+
+def test_a_stalled_queue_file_shows_what_its_workers_wait_for(embedded, tmp_path):
+    path = tmp_path / "stall.yaml"
+    path.write_text(
+        "title: a completion that sleeps holding the only lock\nmodels: a test of the stall picture\nengines: [mysql]\n"
+        "setup: CREATE TABLE q (id INT PRIMARY KEY, done INT NOT NULL DEFAULT 0)\n"
+        "enqueue: INSERT INTO q (id) VALUES (:job)\n"
+        "claim: SELECT id FROM q WHERE done = 0 ORDER BY id LIMIT :batch FOR UPDATE\n"
+        "complete:\n  - UPDATE q SET done = 1 WHERE id = :job\n  - SELECT SLEEP(3)\n"
+    )
+    result = cli("workers", "--queue", str(path), "-w", "3", "--jobs", "5", "--stall", "1", env=dsn_env(embedded))
+    assert result.returncode == 1, result.stderr
+    assert "no job completed for 1 s (0 of 5 done); what the workers wait for:" in result.stderr
+    assert "waits for X on q.PRIMARY record 1, held (X) by worker" in result.stderr
