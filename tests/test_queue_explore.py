@@ -72,3 +72,20 @@ def test_explore_queue_on_the_command_line(embedded):
 def test_explore_takes_a_scenario_or_a_queue():
     result = cli("explore")
     assert result.returncode == 2 and "explore takes a scenario or --queue FILE" in result.stderr
+
+
+def test_a_claim_that_marks_first_captures_from_the_read_after_it():
+    # delayed_job's shape on MySQL: mark one row with an UPDATE ... LIMIT, then read which one.
+    from jobqueue_demo.scenario.queue_file import queue_from_text
+
+    text = (
+        "engines: [mysql]\nsetup: CREATE TABLE d (id INT PRIMARY KEY, locked_by INT NULL)\n"
+        "enqueue: INSERT INTO d (id) VALUES (:job)\n"
+        "claim:\n  - UPDATE d SET locked_by = :worker WHERE locked_by IS NULL ORDER BY id LIMIT 1\n"
+        "  - SELECT id FROM d WHERE locked_by = :worker\n  - UPDATE d SET locked_by = locked_by WHERE id = :job\n"
+        "complete: DELETE FROM d WHERE id = :job\n"
+    )
+    from jobqueue_demo.scenario.queue_scenario import queue_scenario
+
+    a = [s for s in queue_scenario(queue_from_text("d.yaml", text)).steps if s.session == "A"]
+    assert [s.capture for s in a[1:4]] == [None, "job", None]

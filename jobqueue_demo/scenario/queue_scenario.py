@@ -98,14 +98,15 @@ def _claimer(name: str, worker: int, sql: QueueSql) -> list[Statement]:
 
 
 def _capturing(claim) -> int:
-    """Which claim statement gives the ids: the first that a later one's :job or :jobs follows,
-    or that reads (SELECT, RETURNING); the last one otherwise."""
-    for i, statement in enumerate(claim):
-        later_needs = any(s.uses("job") or s.uses("jobs") for s in claim[i + 1 :])
-        reads = statement.sql.lstrip().upper().startswith(("SELECT", "WITH")) or "RETURNING" in statement.sql.upper()
-        if reads or (later_needs and not any(s.uses("job") or s.uses("jobs") for s in claim[: i + 1])):
-            return i
-    return len(claim) - 1
+    """Which claim statement gives the ids: of those before the first that needs them (:job,
+    :jobs), the first that reads (SELECT, WITH, RETURNING), else the last of them."""
+    needing = next((i for i, s in enumerate(claim) if s.uses("job") or s.uses("jobs")), len(claim))
+    reading = [i for i in range(needing) if _reads(claim[i].sql)]
+    return reading[0] if reading else max(needing - 1, 0)
+
+
+def _reads(sql: str) -> bool:
+    return sql.lstrip().upper().startswith(("SELECT", "WITH")) or "RETURNING" in sql.upper()
 
 
 def _enqueuer(sql: QueueSql, jobs) -> list[Statement]:
