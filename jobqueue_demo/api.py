@@ -469,6 +469,21 @@ def strategies() -> tuple:
     return REGISTRY
 
 
+def load_queue(path: str):
+    """A queue file (docs/queue-format.md), checked whole: ScenarioError with file:line otherwise."""
+    from .scenario.queue_file import load_queue_file
+
+    return load_queue_file(path)
+
+
+def queue_scenario(path: str, enqueue_during: bool = False) -> Scenario:
+    """The Scenario explore runs for a queue file: claimers A and B on its SQL (scenario/queue_scenario.py)."""
+    from .scenario.queue_file import load_queue_file
+    from .scenario.queue_scenario import queue_scenario as made
+
+    return made(load_queue_file(path), enqueue_during)
+
+
 def workers_config(**values):
     """A checked WorkersConfig; UsageError (one line) for values that cannot make a meaningful run."""
     from .workers.crew import WorkersConfig, validate
@@ -483,6 +498,10 @@ def run_workers(config, server, on_progress: Callable | None = None):
     StuckError with the server's waits-for picture) when no job completes for the stall window."""
     from .workers.crew import run_workers as run_crew
 
+    if config.queue is not None:
+        from .workers.own_queue import run_queue_file
+
+        return run_queue_file(config, server, on_progress)
     return run_crew(config, server, on_progress)
 
 
@@ -497,7 +516,7 @@ def compare_cluster(config, server, on_progress: Callable | None = None):
 
 def sweep_config(
     strategies: str, workers: str | None, isolations: str, jobs: int | None, full: bool, batch: int, work_ms: float,
-    repeat: int, kill: int,
+    repeat: int, kill: int, queues: str = "",
 ):
     """A checked SweepConfig from the command's comma-separated values and defaults."""
     from .workers.crew import ISOLATIONS
@@ -523,6 +542,7 @@ def sweep_config(
         work_ms=work_ms,
         repeat=repeat,
         kill=kill,
+        queues=tuple(load_queue(path.strip()) for path in queues.split(",") if path.strip()),
     )
     validate_sweep(config)
     return config

@@ -81,7 +81,7 @@ def test_lessons_ship_in_the_wheel_and_run_by_name(tmp_path, embedded):
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         (source / name).write_bytes((ROOT / name).read_bytes())
-    for folder in ("jobqueue_demo", "scenarios"):
+    for folder in ("jobqueue_demo", "scenarios", "queues"):
         subprocess.run(["cp", "-r", str(ROOT / folder), str(source / folder)], check=True)
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(source)],
@@ -93,7 +93,9 @@ def test_lessons_ship_in_the_wheel_and_run_by_name(tmp_path, embedded):
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     with zipfile.ZipFile(wheel) as z:
         shipped = {Path(n).name for n in z.namelist() if n.startswith("jobqueue_demo/lessons/")}
+        queues = {Path(n).name for n in z.namelist() if n.startswith("jobqueue_demo/queues/")}
         z.extractall(tmp_path / "site")
+    assert queues == {p.name for p in (ROOT / "queues").glob("*.yaml")}  # the queue files, found by name
     specs = {p.name for p in (ROOT / "scenarios" / "specs").glob("*.spec")}  # the isolation specs, in lessons/specs/
     assert specs and shipped == {p.name for p in LESSONS} | specs
 

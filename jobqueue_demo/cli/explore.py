@@ -18,7 +18,13 @@ FAULTS_HELP = f"Also let one session give up at every point: {', '.join(api.expl
 
 @app.command()
 def explore(
-    scenario: str = typer.Argument(..., help="Scenario file or lesson name."),
+    scenario: Optional[str] = typer.Argument(None, help="Scenario file or lesson name (or --queue).", show_default=False),
+    queue: Optional[str] = typer.Option(
+        None, "--queue", help="A queue file (docs/queue-format.md): claimers A and B run its SQL once each (an "
+        "enqueuer E, a rescuer R when it has rescue:), checked that no job is done twice or left claimed.",
+        show_default=False,
+    ),
+    enqueue_during: bool = typer.Option(False, "--enqueue-during", help="With --queue: the second job is enqueued by E, in every order."),
     dsn: Dsns = None,
     faults: str = typer.Option("", "--faults", help=FAULTS_HELP, show_default=False),
     max_schedules: Optional[int] = typer.Option(None, "--max-schedules", min=1, help="Stop after this many schedules."),
@@ -46,6 +52,7 @@ def explore(
       jobqueue-demo explore skip-locked-explore --sample 200 --seed 7 --json
       jobqueue-demo explore claim-without-lock-explore --matrix innodb_snapshot_isolation=ON,OFF
       jobqueue-demo explore skip-locked-explore --cluster 3 --max-schedules 100
+      jobqueue-demo explore --queue read-then-mark-bug
     """
     from ..render.color import color_on
     from ..render.explore_report import as_dict, print_report, verdict
@@ -53,7 +60,7 @@ def explore(
     from ..render.wrap import terminal_width
 
     options = api.explore_options(faults, max_schedules, sample, seed, jobs, step_timeout)
-    loaded = api.load(scenario)
+    loaded = _target(scenario, queue, enqueue_during)
     at_most = api.explore_planned(loaded, options)
     if matrix:
         _explore_matrix(loaded, dsn, matrix, options, as_json)
@@ -75,6 +82,15 @@ def explore(
         raise report.stopped  # told and ended at the CLI's boundary, as any stop signal
     if report.failed:
         raise typer.Exit(EXIT_MISMATCH)
+
+
+def _target(scenario: str | None, queue: str | None, enqueue_during: bool):
+    """The scenario to explore: a lesson or file, or the one a queue file makes."""
+    if (scenario is None) == (queue is None):
+        raise UsageError("explore takes a scenario or --queue FILE (one of them)")
+    if enqueue_during and queue is None:
+        raise UsageError("--enqueue-during needs --queue")
+    return api.queue_scenario(queue, enqueue_during) if queue is not None else api.load(scenario)
 
 
 def _explore_matrix(loaded, dsn, matrix: list[str], options, as_json: bool) -> None:

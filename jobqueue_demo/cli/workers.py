@@ -42,6 +42,10 @@ STALL_HELP = (
     "Seconds with no job completed after which the run stops, prints what the workers wait for and exits 1 "
     "[default: 30]."
 )
+QUEUE_HELP = (
+    "A queue file (docs/queue-format.md): the workers run its SQL instead of a strategy's, as the per-run user, "
+    "and the tool checks that no job was lost, done twice or left claimed."
+)
 NO_PLOT = "matplotlib is not installed (pip install 'jobqueue-demo[plot]'): the table alone was written"
 
 
@@ -67,6 +71,10 @@ def workers_command(
     state_order: str = typer.Option("done-last", "--state-order", help=STATE_ORDER_HELP),
     stall: Optional[float] = typer.Option(None, "--stall", help=STALL_HELP, show_default=False),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON line instead of a table."),
+    queue: Optional[str] = typer.Option(None, "--queue", help=QUEUE_HELP, show_default=False),
+    enqueue_during: bool = typer.Option(
+        False, "--enqueue-during", help="With --queue: enqueue half the jobs while the workers claim."
+    ),
     dsn: Dsns = None,
     engine: Engine = None,
     cluster: Cluster = None,
@@ -86,6 +94,7 @@ def workers_command(
       jobqueue-demo workers -w 8 --jobs 600 --work-ms 5 --kill 3 --strategy lease-heartbeat
       jobqueue-demo workers --engine postgresql -w 4 --kill 1 --strategy update-limit
       jobqueue-demo workers --cluster 3 -w 6 --jobs 300
+      jobqueue-demo workers --queue read-then-mark-fixed -w 4 --jobs 300
 
     With --cluster N the workers are spread over a private N-node Galera cluster (worker i on
     node i mod N + 1), every node is checked, and the same workers then run on node 1 only
@@ -97,6 +106,7 @@ def workers_command(
     config = api.workers_config(
         strategy=strategy, isolation=isolation, workers=workers, jobs=jobs, batch=batch, work_ms=work_ms, kill=kill,
         idempotency_key=idempotency_key, state_order=state_order, lease_ms=lease_ms,
+        queue=None if queue is None else api.load_queue(queue), enqueue_during=enqueue_during,
         **({} if stall is None else {"stall_s": stall}),
     )
     out, err = _consoles()
@@ -105,7 +115,7 @@ def workers_command(
         return
     with _server(dsn, engine) as server:
         say(
-            f"-- workers: {strategy}, {workers} worker(s), {jobs} job(s), {isolation} "
+            f"-- workers: {strategy if queue is None else 'queue ' + queue}, {workers} worker(s), {jobs} job(s), {isolation} "
             f"on {server.label} ({server.where})"
         )
         with _stuck_reported(as_json):
@@ -125,6 +135,9 @@ def _server(dsn, engine: str | None, cluster: int | None = None):
 
 
 def _on_cluster(config, dsn, size: int | None, out, as_json: bool) -> None:
+    if config.queue is not None:
+        _queue_on_cluster(config, dsn, size, out, as_json)
+        return
     with server_for(dsn, cluster=size) as server:
         say(f"-- workers: {config.strategy}, {config.workers} worker(s), {config.jobs} job(s) on {server.label} ({server.where})")
         with _stuck_reported(as_json):
@@ -136,6 +149,18 @@ def _on_cluster(config, dsn, size: int | None, out, as_json: bool) -> None:
         for line in compared.lines():
             print(line)
     if not compared.invariants_hold:
+        raise typer.Exit(EXIT_MISMATCH)
+
+
+def _queue_on_cluster(config, dsn, size: int | None, out, as_json: bool) -> None:
+    """A queue file's workers spread over the nodes (worker i on node i mod N + 1), checked on node 1."""
+    with server_for(dsn, cluster=size) as server:
+        say(f"-- workers: queue {config.queue.path}, {config.workers} worker(s), {config.jobs} job(s) over "
+            f"{len(server.nodes)} nodes of {server.label} ({server.where})")
+        with _stuck_reported(as_json):
+            summary = api.run_workers(config, server)
+    _report(summary, out, as_json)
+    if not summary.invariants_hold:
         raise typer.Exit(EXIT_MISMATCH)
 
 
@@ -198,6 +223,10 @@ def bench_command(
     work_ms: float = typer.Option(1.0, "--work-ms", help=WORK_HELP),
     kill: int = typer.Option(0, "--kill", help="SIGKILL this many workers in every run (the ceiling excepted)."),
     repeat: int = typer.Option(1, "--repeat", help="Runs per step; the median run is reported."),
+    queues: str = typer.Option(
+        "", "--queue", help="Queue files (docs/queue-format.md), comma-separated, run next to the strategies.",
+        show_default=False,
+    ),
     plot: str = typer.Option("workers-bench.png", "--plot", help="Where to write the plot (.png or .svg); '' for none."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as one JSON line instead of a table."),
     dsn: Dsn = None,
@@ -220,7 +249,7 @@ def bench_command(
 
     With --cluster N every run spreads its workers over a private N-node Galera cluster.
     """
-    config = api.sweep_config(strategies, workers, isolations, jobs, full, batch, work_ms, repeat, kill)
+    config = api.sweep_config(strategies, workers, isolations, jobs, full, batch, work_ms, repeat, kill, queues)
     _, err = _consoles()
     with _server(dsn, engine, cluster) as server:
         say(f"-- bench on {server.label} ({server.where}): {config.runs} runs")

@@ -219,7 +219,7 @@ class Space:
 
     def bound(self) -> int:
         """How many schedules there are when nothing waits: waits only remove some."""
-        lengths = tuple(sum(not is_wait(s) for _, s in self.tracks[n]) for n in self.names)
+        lengths = tuple(sum(not is_wait(s) and not _glued(s) for _, s in self.tracks[n]) for n in self.names)
         per_point = len(self.faults)
 
         @lru_cache(maxsize=None)
@@ -251,6 +251,8 @@ class Space:
             if name in cursor.ended or position >= len(self.tracks[name]):
                 continue
             step = self.tracks[name][position][1]
+            if _glued(step):  # taken by the walk once the step before it has answered
+                continue
             if is_wait(step):
                 go = name in self.times_out
             else:
@@ -273,6 +275,17 @@ class Space:
                 return self._move(rank, name, position)
         return None
 
+    def glued_next(self, cursor: Cursor, blocked: frozenset[str]) -> Move | None:
+        """A step the tool glued to the one before it, now due: its session's previous step has
+        answered. Never a move of its own, so a replay that sees a wait end sooner or later
+        takes the same moves."""
+        for rank, name in enumerate(self.names):
+            position = cursor.positions[name]
+            track = self.tracks[name]
+            if name not in blocked and name not in cursor.ended and position < len(track) and _glued(track[position][1]):
+                return self._move(rank, name, position)
+        return None
+
     def step_for(self, move: Move) -> tuple[int, Statement | Fault]:
         index, step = self.tracks[move.session][move.position]
         if not move.fault:
@@ -284,6 +297,10 @@ class Space:
 
 
 # -- choosing the next move ---------------------------------------------------------------
+
+
+def _glued(step) -> bool:
+    return isinstance(step, Statement) and step.glued
 
 
 def _own_timeout(spec) -> float:
@@ -480,6 +497,9 @@ class ScheduleRunner:
         cursor = Cursor(self.space.names)
         looked_again = False
         while True:
+            while glued := self.space.glued_next(cursor, self.driver.blocked()):
+                cursor.take(glued)
+                events += self.driver.step(*self.space.step_for(glued))
             enabled = self.space.enabled(cursor, self.driver.blocked())
             if enabled:
                 move = chooser.choose(moves, enabled)

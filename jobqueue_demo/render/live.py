@@ -143,6 +143,10 @@ def summary_table(s: WorkersSummary) -> Table:
         ("duplicated (second completions)", f"{s.duplicated:,}"),
         ("external effects / duplicates", f"{s.effects:,} / {s.external_duplicates:,}"),
     ]
+    if s.strategy.startswith("queue "):
+        rows[-2:] = [("done twice", f"{s.done_twice:,}"), ("left claimed", f"{s.left_claimed:,}"),
+                     ("effects (executions) / repeats", f"{s.effects:,} / {s.external_duplicates:,}")]
+        rows += [(f"retried at {statement}", f"{count:,}") for statement, count in s.retried_by_statement.items()]
     if s.idempotency_key:
         rows.append(("effects de-duplicated by key", f"{s.deduplicated:,}"))
     if s.lease_ms:

@@ -57,7 +57,7 @@ SPEC_START = re.compile(r"\A(?:\s*#[^\n]*\n|\s+)*(?:setup|teardown|session)\s*[{
 
 
 def load_scenario(path: str) -> Scenario:
-    text = _read_text(path)
+    text = read_text(path)
     if path.endswith(".spec") or (not path.endswith((".yaml", ".yml")) and SPEC_START.match(text)):
         from .spec import scenario_from_spec
 
@@ -67,11 +67,11 @@ def load_scenario(path: str) -> Scenario:
 
 def scenario_from_text(path: str, text: str) -> Scenario:
     """The scenario `text` describes; `path` is where messages say it is."""
-    root = _compose(path, text)
-    return _Builder(path, text).scenario(root)
+    root = compose(path, text)
+    return Builder(path, text).scenario(root)
 
 
-def _read_text(path: str) -> str:
+def read_text(path: str) -> str:
     if not os.path.exists(path):
         raise ScenarioError(path, "no such file")
     if os.path.isdir(path):
@@ -103,7 +103,7 @@ def _read_text(path: str) -> str:
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def _compose(path: str, text: str) -> yaml.Node:
+def compose(path: str, text: str) -> yaml.Node:
     """Parse to nodes, refusing aliases, deep nesting and control characters before anything
     is built from them.
 
@@ -169,7 +169,7 @@ def _scalar_step_fix(text: str, sessions: set[str]) -> str:
     return " such as 'A: BEGIN;' (a session, a colon, its statement), or narrate, locks or a fault"
 
 
-class _Builder:
+class Builder:
     """Reads one file's YAML nodes into the model; every error it finds names the file and line."""
 
     def __init__(self, path: str, text: str):

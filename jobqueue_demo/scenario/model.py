@@ -89,6 +89,10 @@ class Statement:
     # none written), and whether `expect` was written once for every engine.
     expect_others: tuple[tuple[str, Expectation | None], ...] = field(default=(), compare=False)
     expect_shared: bool = field(default=True, compare=False)
+    # A step the tool adds that touches only tables of its own (explore --queue's record of a
+    # job): it commutes with every other session's step, so explore runs it together with
+    # the session's step before it, as one move, and the space does not grow by it.
+    glued: bool = False
 
 
 @dataclass

@@ -14,7 +14,8 @@ import random
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
 from ..engine.types import ClaimError
@@ -92,6 +93,7 @@ class WorkerSpec:
 @dataclass
 class WorkerDone:
     claim_ms: list[float]
+    retried_by_statement: dict = field(default_factory=dict)  # a queue file's run: retries by statement
 
 
 @dataclass
@@ -205,6 +207,7 @@ class Claimer:
         self.completed_jobs = 0
         self.failures_in_a_row = 0
         self.claim_ms: list[float] = []
+        self.retried_by_statement: dict[str, int] = {}  # a queue file's claimer counts them (own_queue.py)
         self.conn = spec.queue.connect(spec.params, spec.database, spec.session_sql)
         self.bump(Field.THREAD_ID, self.conn.session_id)
         self.effects = spec.queue.connect(spec.params, spec.database, ())
@@ -243,7 +246,7 @@ class Claimer:
                 return
             else:
                 empties += 1
-                _pause(EMPTY_BACKOFF_MS, empties)
+                pause(EMPTY_BACKOFF_MS, empties)
                 looking = time.monotonic()
 
     def attempt(self, looking: float) -> bool:
@@ -337,7 +340,7 @@ class Claimer:
         self.bump(Field.RETRIES)
         self.failures_in_a_row += 1
         if counter is Field.NOWAIT_FAILURES:
-            _pause(NOWAIT_BACKOFF_MS, self.failures_in_a_row)
+            pause(NOWAIT_BACKOFF_MS, self.failures_in_a_row)
         raise Retry
 
     def _counter_for(self, kind: str | None) -> Field | None:
@@ -347,35 +350,36 @@ class Claimer:
         return counter
 
 
-def _pause(backoff_ms: tuple[float, float], attempt: int) -> None:
+def pause(backoff_ms: tuple[float, float], attempt: int) -> None:
     """Sleep a random time under an exponentially growing cap (full jitter)."""
     first, largest = backoff_ms
     cap = min(largest, first * 2 ** min(attempt, 16))
     time.sleep(random.uniform(0, cap) / 1000)
 
 
-def worker_main(spec: WorkerSpec, shared: Shared, results) -> None:
-    """Entry point of a worker process: connect, report ready, wait for go, work, report."""
+def worker_main(spec, shared: Shared, results, make: Callable = None) -> None:
+    """Entry point of a worker process: connect, report ready, wait for go, work, report.
+    `make`: the claimer's class (Claimer; own_queue.FileClaimer for a queue file's SQL)."""
     # Ctrl-C reaches the whole process group; the parent decides and kills us itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_forkserver()
+    die_with_forkserver()
     try:
-        claimer = Claimer(spec, shared)
+        claimer = (make or Claimer)(spec, shared)
         shared.ready.release()
         shared.go.wait()
         claimer.run()
-        results.send(WorkerDone(claimer.claim_ms))
+        results.send(WorkerDone(claimer.claim_ms, claimer.retried_by_statement))
     except Exception as exc:  # every failure goes back to the parent as one line
-        results.send(WorkerFailed(f"worker {spec.index}: {_describe(exc)}"))
+        results.send(WorkerFailed(f"worker {spec.index}: {describe(exc)}"))
     finally:
         results.close()
 
 
-def _die_with_forkserver() -> None:
+def die_with_forkserver() -> None:
     """Get SIGKILL when the forkserver exits, which it does when the run's process dies."""
     preloaded = sys.modules.get("jobqueue_demo.workers.forkserver_lifeline")
     die_with_parent(preloaded.PID if preloaded is not None else 0)
 
 
-def _describe(exc: Exception) -> str:
+def describe(exc: Exception) -> str:
     return str(exc) or type(exc).__name__

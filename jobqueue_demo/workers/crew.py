@@ -73,19 +73,22 @@ class WorkersConfig:
     state_order: str = "done-last"
     lease_ms: float | None = None  # None: the strategy's default
     stall_s: float = STALL_S
+    # A queue file (scenario/queue_file.QueueFile) whose SQL the workers run instead of a strategy's.
+    queue: object | None = None
+    enqueue_during: bool = False  # half the jobs are enqueued while the workers claim (queue files)
 
     @property
     def lease(self) -> float:
         """The lease in ms for the lease strategies, 0 for the others."""
-        strategy = STRATEGIES[self.strategy]
-        if not strategy.lease:
+        strategy = STRATEGIES.get(self.strategy)
+        if strategy is None or not strategy.lease:
             return 0.0
         return strategy.lease_ms if self.lease_ms is None else self.lease_ms
 
 
 def validate(config: WorkersConfig) -> None:
     """Raise UsageError (one line) for values that cannot make a meaningful run."""
-    if config.strategy not in STRATEGIES:
+    if config.queue is None and config.strategy not in STRATEGIES:
         raise UsageError(f"unknown strategy {config.strategy!r}: choose from {', '.join(STRATEGIES)}")
     if config.isolation not in ISOLATIONS:
         raise UsageError(f"unknown isolation {config.isolation!r}: choose from {', '.join(ISOLATIONS)}")
@@ -95,7 +98,9 @@ def validate(config: WorkersConfig) -> None:
     _in_range("work-ms", config.work_ms, 0, MAX_WORK_MS)
     if not 0 <= config.kill < config.workers:
         raise UsageError(f"--kill must be from 0 to {config.workers - 1} so that a worker survives, got {config.kill}")
-    if config.kill and STRATEGIES[config.strategy].ceiling:
+    if config.enqueue_during and config.queue is None:
+        raise UsageError("--enqueue-during needs --queue: the built-in strategies enqueue every job at the start")
+    if config.kill and config.queue is None and STRATEGIES[config.strategy].ceiling:
         raise UsageError(f"{config.strategy} cannot take --kill: no other worker ever claims a killed worker's rows")
     if config.state_order not in STATE_ORDERS:
         raise UsageError(f"unknown state order {config.state_order!r}: choose from {', '.join(STATE_ORDERS)}")
@@ -190,6 +195,11 @@ class WorkersSummary:
     per_worker: list[WorkerView] = field(default_factory=list)
     nodes: int = 1  # the Galera nodes the workers were spread over
     nodes_agree: bool | None = None  # every node holds the same jobs and completions (a cluster)
+    # A queue file's run: jobs whose effect committed more than once, jobs a committed claim
+    # took and nobody completed, and the retried errors by the file's statement ("claim[1]").
+    done_twice: int = 0
+    left_claimed: int = 0
+    retried_by_statement: dict = field(default_factory=dict)
     # The stop signal (a KeyboardInterrupt) that ended the run early: the figures are what the
     # workers counted until then, and the queue was not checked.
     stopped: BaseException | None = field(default=None, repr=False)
@@ -198,7 +208,7 @@ class WorkersSummary:
     def invariants_hold(self) -> bool:
         return (
             self.stopped is None and self.lost == 0 and self.duplicated == 0 and self.completed == self.jobs
-            and self.nodes_agree is not False
+            and self.nodes_agree is not False and self.done_twice == 0 and self.left_claimed == 0
         )
 
     @property
@@ -210,6 +220,11 @@ class WorkersSummary:
             return "invariants hold: no job lost, none done twice" + (" on every node" if self.nodes > 1 else "")
         if self.nodes_agree is False:
             return "invariants violated: the nodes disagree on the jobs or completions"
+        if self.done_twice or self.left_claimed:
+            return (
+                f"invariants violated: {self.lost} lost, {self.done_twice} done twice, {self.left_claimed} left claimed, "
+                f"{self.completed} of {self.jobs} completed"
+            )
         return (
             f"invariants violated: {self.lost} lost, {self.duplicated} second completion(s), "
             f"{self.completed} of {self.jobs} completed"
@@ -239,11 +254,12 @@ def percentile(values: list[float], share: float) -> float | None:
 class Scratch:
     """The run's scratch database and the control connection that sets up, watches and checks it."""
 
-    def __init__(self, server: ServerInfo):
+    def __init__(self, server: ServerInfo, confine: bool = False):
         self.server = server
         self.queue = server.seam.queue()
-        # The workers' SQL is the tool's own: no per-run user to confine it.
-        self.database = server.seam.scratch(server, confine=False, answer_timeout=ANSWER_TIMEOUT_S)
+        # The built-in strategies' SQL is the tool's own: no per-run user to confine it. A queue
+        # file's is not (`confine`): it runs as the per-run user.
+        self.database = server.seam.scratch(server, confine=confine, answer_timeout=ANSWER_TIMEOUT_S)
         self.name = self.database.name
         # On a cluster, each node's counters, the workers' threads on their nodes, a stall's
         # picture read on every node, each node's rows.
@@ -389,11 +405,12 @@ class Crew:
         self.pipes: list = []
         self.states = ["running"] * workers
         self.claim_ms: list[float] = []
+        self.retried_by_statement: dict[str, int] = {}
 
-    def start(self, specs: list[WorkerSpec]) -> None:
+    def start(self, specs: list, target: Callable = claimers.worker_main) -> None:
         for spec in specs:
             reader, writer = self.ctx.Pipe(duplex=False)
-            process = self.ctx.Process(target=claimers.worker_main, args=(spec, self.shared, writer), daemon=True)
+            process = self.ctx.Process(target=target, args=(spec, self.shared, writer), daemon=True)
             # A stop signal waits until the process is recorded, so stop() kills it: one started
             # and then forgotten went on unpickling the shared counters the clean-up had
             # removed, and printed a traceback.
@@ -445,6 +462,8 @@ class Crew:
                 raise ServerError(message.message)
             if isinstance(message, WorkerDone):
                 self.claim_ms.extend(message.claim_ms)
+                for statement, count in message.retried_by_statement.items():
+                    self.retried_by_statement[statement] = self.retried_by_statement.get(statement, 0) + count
                 self.states[index] = "done"
             elif message is _GONE:
                 process.join()
@@ -592,21 +611,21 @@ def _run(config: WorkersConfig, server: ServerInfo, scratch: Scratch, crew: Crew
         crew.wait_ready()
         waits_before = scratch.row_lock_waits()
         started = crew.go()
-        _supervise(crew, scratch, killer, _Watch(config, started, waits_before, on_progress))
+        supervise(crew, scratch, killer, Watch(config, started, waits_before, on_progress))
     except KeyboardInterrupt as stop:
         return _stopped(config, server, crew, killer, started, stop)
     killer.wait_for_notice(scratch)
     scratch.settle()
     ended = max(crew.shared.last_commit, default=started)
-    waits = _waits_since(scratch, waits_before)
-    return _summary(config, server, crew, check(scratch, killer.kills), killer.kills, max(ended - started, 1e-9), waits)
+    waits = waits_since(scratch, waits_before)
+    return summarise(config, server, crew, check(scratch, killer.kills), killer.kills, max(ended - started, 1e-9), waits)
 
 
 def _stopped(config: WorkersConfig, server: ServerInfo, crew: Crew, killer: Killer, started: float, stop) -> WorkersSummary:
     """What the workers counted before a stop signal; the server is asked nothing more, so the
     queue is not checked (the run's clean-up still drops it)."""
     counted = QueueCheck(crew.total(Field.COMPLETED), lost=0, effects=0, external_duplicates=0, reclaimed=0, rerun_ms=[])
-    summary = _summary(config, server, crew, counted, killer.kills, max(time.monotonic() - started, 1e-9), None)
+    summary = summarise(config, server, crew, counted, killer.kills, max(time.monotonic() - started, 1e-9), None)
     return replace(summary, stopped=stop)
 
 
@@ -627,7 +646,7 @@ def row_lock_waits_scope(server: ServerInfo, counted: bool = True) -> str:
     return "this run" if server.embedded else "server-wide"
 
 
-def _waits_since(scratch: Scratch, before: int | None) -> int | None:
+def waits_since(scratch: Scratch, before: int | None) -> int | None:
     now = scratch.row_lock_waits()
     return None if now is None or before is None else now - before
 
@@ -658,7 +677,7 @@ def _specs(config: WorkersConfig, server: ServerInfo, scratch: Scratch) -> list[
 
 
 @dataclass
-class _Watch:
+class Watch:
     """What the supervising loop tracks between ticks."""
 
     config: WorkersConfig
@@ -670,7 +689,7 @@ class _Watch:
     last_change: float = 0.0
 
 
-def _supervise(crew: Crew, scratch: Scratch, killer: Killer, watch: _Watch) -> None:
+def supervise(crew: Crew, scratch: Scratch, killer: Killer, watch: Watch) -> None:
     watch.last_change = watch.started
     while crew.running:
         crew.reap()
@@ -695,13 +714,13 @@ def _supervise(crew: Crew, scratch: Scratch, killer: Killer, watch: _Watch) -> N
         time.sleep(NOTICE_POLL_S if killer.busy() else TICK_S)
 
 
-def _progress(crew: Crew, scratch: Scratch, killer: Killer, watch: _Watch, now: float) -> Progress:
+def _progress(crew: Crew, scratch: Scratch, killer: Killer, watch: Watch, now: float) -> Progress:
     return Progress(
         elapsed_s=now - watch.started,
         completed=crew.total(Field.COMPLETED),
         jobs=watch.config.jobs,
         workers=crew.views(),
-        row_lock_waits=_waits_since(scratch, watch.waits_before),
+        row_lock_waits=waits_since(scratch, watch.waits_before),
         killed=len(killer.kills),
         row_lock_waits_scope=row_lock_waits_scope(scratch.server, watch.waits_before is not None),
     )
@@ -712,7 +731,7 @@ def _worker_threads(crew: Crew) -> dict[int, int]:
     return {crew.thread_id(i): i for i in range(crew.size) if crew.states[i] == "running" and crew.thread_id(i)}
 
 
-def _summary(
+def summarise(
     config: WorkersConfig, server: ServerInfo, crew: Crew, checked: QueueCheck, kills: list[Kill], seconds: float, waits: int
 ) -> WorkersSummary:
     return WorkersSummary(

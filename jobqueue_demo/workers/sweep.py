@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from ..engine.types import ServerInfo
 from ..errors import UsageError, stop_of
 from .crew import ISOLATIONS, MAX_WORKERS, WorkersConfig, WorkersSummary, run_workers, validate
+from .own_queue import run_queue_file
 from .strategies import REGISTRY
 
 CEILING = next(s.name for s in REGISTRY if s.ceiling)
@@ -38,10 +39,11 @@ class SweepConfig:
     work_ms: float = 1.0
     repeat: int = 1
     kill: int = 0
+    queues: tuple = ()  # queue files (scenario/queue_file.QueueFile), run next to the strategies
 
     @property
     def runs(self) -> int:
-        return len(self.isolations) * len(self.workers) * (1 + len(self.strategies)) * self.repeat
+        return len(self.isolations) * len(self.workers) * (1 + len(self.strategies) + len(self.queues)) * self.repeat
 
 
 def parse_names(text: str, known: tuple[str, ...] | dict, what: str) -> tuple[str, ...]:
@@ -67,7 +69,7 @@ def validate_sweep(config: SweepConfig) -> None:
         raise UsageError(f"--repeat must be from 1 to {MAX_REPEAT}, got {config.repeat}")
     if config.kill and min(config.workers) < 2:
         raise UsageError("--kill needs at least 2 workers in every step, so that a worker survives")
-    for strategy in (CEILING, *config.strategies):
+    for strategy in (CEILING, *config.strategies, *config.queues):
         for isolation in config.isolations:
             validate(_step_config(config, strategy, isolation, max(config.workers)))
 
@@ -118,13 +120,21 @@ class SweepResult:
         }
 
 
-def _step_config(config: SweepConfig, strategy: str, isolation: str, workers: int) -> WorkersConfig:
+def _step_config(config: SweepConfig, strategy, isolation: str, workers: int) -> WorkersConfig:
+    """One run's config; `strategy` a strategy's name or a queue file."""
     # The ceiling's rows are nobody else's: a killed worker's would never be done.
     kill = 0 if strategy == CEILING else min(config.kill, workers - 1)
+    queue = None if isinstance(strategy, str) else strategy
     return WorkersConfig(
-        strategy=strategy, isolation=isolation, workers=workers, jobs=config.jobs, batch=config.batch,
-        work_ms=config.work_ms, kill=kill,
+        strategy=strategy if queue is None else f"queue {queue.name}", isolation=isolation, workers=workers,
+        jobs=config.jobs, batch=config.batch, work_ms=config.work_ms, kill=kill, queue=queue,
     )
+
+
+def _run(config: WorkersConfig, server: ServerInfo) -> WorkersSummary:
+    if config.queue is not None:
+        return run_queue_file(config, server)
+    return run_workers(config, server)
 
 
 RowCallback = Callable[[SweepRow], None]
@@ -167,19 +177,20 @@ class _Counter:
 
 def _group(config: SweepConfig, server: ServerInfo, isolation: str, workers: int, on_row, counter) -> list[SweepRow]:
     """The ceiling and each strategy at one worker count; repeats interleave, the median run counts."""
-    names = (CEILING, *config.strategies)
-    runs: dict[str, list[WorkersSummary]] = {name: [] for name in names}
+    names = (CEILING, *config.strategies, *config.queues)
+    runs: list[list[WorkersSummary]] = [[] for _ in names]
     for _ in range(config.repeat):
-        for name in names:
-            counter.step(f"{isolation} {name} x{workers}")
-            run = run_workers(_step_config(config, name, isolation, workers), server)
+        for i, name in enumerate(names):
+            step = _step_config(config, name, isolation, workers)
+            counter.step(f"{isolation} {step.strategy} x{workers}")
+            run = _run(step, server)
             if run.stopped is not None:
                 raise run.stopped  # a group cut short has no median to show
-            runs[name].append(run)
+            runs[i].append(run)
             counter.done += 1
-    medians = {name: _median_run(found) for name, found in runs.items()}
-    ceiling = medians[CEILING].jobs_per_s
-    rows = [_row(medians[name], ceiling) for name in names]
+    medians = [_median_run(found) for found in runs]
+    ceiling = medians[0].jobs_per_s
+    rows = [_row(median, ceiling) for median in medians]
     for row in rows:
         if on_row is not None:
             on_row(row)
