@@ -215,7 +215,9 @@ def open_server(dsn: str | None = None, engine: str | None = None) -> Iterator[S
         entry_of(engine)
     if dsn is None:
         dsn = os.environ.get(DSN_ENV) or None
-        if dsn and engine is not None and entry_of_dsn(dsn).name != engine:
+        # A scheme no engine has counts as the default engine's: its DSN is then refused as one.
+        named = next((e.name for e in ENGINES.values() if scheme_of(dsn or "") in e.schemes), DEFAULT_ENGINE)
+        if dsn and engine is not None and named != engine:
             dsn = None
     if dsn is not None:
         seam = seam_of_dsn(dsn)
