@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from conftest import ROOT, cli, dsn_env
@@ -140,4 +141,5 @@ def test_a_stalled_queue_file_shows_what_its_workers_wait_for(embedded, tmp_path
     result = cli("workers", "--queue", str(path), "-w", "3", "--jobs", "5", "--stall", "1", env=dsn_env(embedded))
     assert result.returncode == 1, result.stderr
     assert "no job completed for 1 s (0 of 5 done); what the workers wait for:" in result.stderr
-    assert "waits for X on q.PRIMARY record 1, held (X) by worker" in result.stderr
+    # InnoDB names the waited-for record's key in some of its lock reports and not in others.
+    assert re.search(r"waits for X on q\.PRIMARY record (1|\(not shown by the server\)), held \(X\) by worker", result.stderr), result.stderr
