@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import ServerError
@@ -178,19 +178,36 @@ class TrxStatus:
 
 
 
-# Plain, not frozen, as Result is: made once per deadlock or survey and only read after;
-# nothing compares or hashes one, and this module is on every run's start-up (docs/architecture.md).
-@dataclass(eq=False)
-class Lock:
+class Plain:
+    """A value made once and only read after, nothing comparing or hashing it, as a plain class
+    with slots: a dataclass costs about 1.9 M instructions to define on every run's start-up,
+    which this module is on, for values most runs never make (docs/architecture.md)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{name}={getattr(self, name)!r}' for name in self.__slots__)})"
+
+    def replaced(self, **changes) -> Plain:
+        """A copy with `changes`, as dataclasses.replace makes one."""
+        return type(self)(**{name: getattr(self, name) for name in self.__slots__} | changes)
+
+
+class Lock(Plain):
     """One lock of a deadlock report: on a table, or on an index record or the gap before it."""
 
-    table: str
-    index: str  # "" for a table lock
-    mode: str  # X, S, IX, IS, AUTO-INC
-    kind: str  # RECORD, NEXT_KEY, GAP_ONLY, INSERT_INTENTION_ONLY or WHOLE_TABLE
-    record: str = ""  # "supremum", or the first key field, e.g. "2" or "'queued'"
-    trx_id: str = ""
-    where: tuple = ()  # space, page, heap no: the same record in two lock lines
+    __slots__ = ("table", "index", "mode", "kind", "record", "trx_id", "where")
+
+    def __init__(
+        self, table: str, index: str, mode: str, kind: str, record: str = "", trx_id: str = "", where: tuple = ()
+    ):
+        self.table = table
+        self.index = index  # "" for a table lock
+        self.mode = mode  # X, S, IX, IS, AUTO-INC
+        self.kind = kind  # RECORD, NEXT_KEY, GAP_ONLY, INSERT_INTENTION_ONLY or WHOLE_TABLE
+        self.record = record  # "supremum", or the first key field, e.g. "2" or "'queued'"
+        self.trx_id = trx_id
+        self.where = where  # space, page, heap no: the same record in two lock lines
 
     def text(self) -> str:
         """E.g. "X record lock on jobs PRIMARY (2)", "X insert intention lock on jobs PRIMARY before supremum"."""
@@ -203,25 +220,36 @@ class Lock:
         return f"{self.mode} {self.kind} lock on {' '.join(filter(None, (self.table, self.index)))}{at}"
 
 
-@dataclass(eq=False)
-class Party:
+class Party(Plain):
     """One transaction of the cycle, in the server's numbering."""
 
-    number: int
-    thread_id: int
-    statement: str
-    waits_for: Lock | None
-    held: Lock | None  # the lock of its own that the previous transaction in the cycle waits for
-    blocked_by: int | None  # the number of the transaction holding what it waits for
-    session: str = ""  # the scenario's name for it, when it is one of the run's sessions
+    __slots__ = ("number", "thread_id", "statement", "waits_for", "held", "blocked_by", "session")
+
+    def __init__(
+        self, number: int, thread_id: int, statement: str, waits_for: Lock | None, held: Lock | None,
+        blocked_by: int | None, session: str = "",
+    ):
+        self.number = number
+        self.thread_id = thread_id
+        self.statement = statement
+        self.waits_for = waits_for
+        self.held = held  # the lock of its own that the previous transaction in the cycle waits for
+        self.blocked_by = blocked_by  # the number of the transaction holding what it waits for
+        self.session = session  # the scenario's name for it, when it is one of the run's sessions
+
+    def called(self, session: str) -> Party:
+        """The same transaction, named `session`."""
+        return Party(self.number, self.thread_id, self.statement, self.waits_for, self.held, self.blocked_by, session)
 
 
-@dataclass(eq=False)
-class DeadlockCycle:
+class DeadlockCycle(Plain):
     """The transactions of a deadlock in the order each waited for the next, and its victim."""
 
-    parties: tuple[Party, ...]
-    victim: int  # the number of the transaction rolled back
+    __slots__ = ("parties", "victim")
+
+    def __init__(self, parties: tuple[Party, ...], victim: int):
+        self.parties = parties
+        self.victim = victim  # the number of the transaction rolled back
 
     def party(self, number: int | None) -> Party | None:
         return next((p for p in self.parties if p.number == number), None)
@@ -260,19 +288,21 @@ class DeadlockCycle:
         return out + [p for p in self.parties if p not in out]
 
     def named(self, sessions: Mapping[int, str]) -> DeadlockCycle:
-        return replace(self, parties=tuple(replace(p, session=sessions.get(p.thread_id, "")) for p in self.parties))
+        return DeadlockCycle(tuple(p.called(sessions.get(p.thread_id, "")) for p in self.parties), self.victim)
 
     def renamed(self, names: Mapping[str, str]) -> DeadlockCycle:
         """Its sessions as `names` calls them (a transcript's `A@1`)."""
-        return replace(self, parties=tuple(replace(p, session=names.get(p.session, p.session)) for p in self.parties))
+        return DeadlockCycle(tuple(p.called(names.get(p.session, p.session)) for p in self.parties), self.victim)
 
 
-@dataclass(eq=False)
-class Survey:
+class Survey(Plain):
     """The scratch database's base tables, or why restoring their rows would not reset it."""
 
-    tables: tuple[str, ...]
-    obstacle: str | None
+    __slots__ = ("tables", "obstacle")
+
+    def __init__(self, tables: tuple[str, ...], obstacle: str | None):
+        self.tables = tables
+        self.obstacle = obstacle
 
 
 COLUMNS = ("session", "table", "index", "mode", "record", "status")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from ..engine.types import Result, shown
+from ..engine.types import Plain, Result, shown
 from ..run import events as ev
 from ..scenario.fault_kinds import BY_NAME
 from .color import console, session_colours
@@ -53,7 +53,7 @@ def prompted(event, prompts: dict[str, str]):
         )
     if getattr(event, "deadlock", None) is not None:
         changes["deadlock"] = event.deadlock.renamed(prompts)
-    return replace(event, **changes)
+    return event.replaced(**changes) if isinstance(event, Plain) else replace(event, **changes)
 
 
 def statement_lines(session: str, sql: str, trailer: str | None = None) -> list[Line]:

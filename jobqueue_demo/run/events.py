@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..engine.types import ASKED_ONLY as ASKED_ONLY
 from ..engine.types import HOLDS as HOLDS  # how a Blocker blocks: the views read these two
 from ..engine.types import QUEUED as QUEUED
-from ..engine.types import Result
+from ..engine.types import Plain, Result
 from ..scenario.model import Step
 
 if TYPE_CHECKING:  # only a deadlock or a stuck run makes these; a run without one never imports them
@@ -139,38 +139,48 @@ class Stuck:
 ANNOTATED = "annotation"
 
 
-@dataclass(eq=False)
-class PermutationStarting:
+# A spec's own events, as plain classes: only a spec's run makes them, and every run defines
+# this module (engine/types.py's Plain says what a dataclass costs there).
+class PermutationStarting(Plain):
     """An isolation spec's permutation begins: its setup runs next (run/spec_run.py)."""
 
-    steps: tuple[str, ...]
+    __slots__ = ("steps",)
+
+    def __init__(self, steps: tuple[str, ...]):
+        self.steps = steps
 
 
-@dataclass(eq=False)
-class ScriptAnswered:
+class ScriptAnswered(Plain):
     """A spec's setup or teardown block answered; `session` None for the global ones."""
 
-    what: str  # "setup" or "teardown"
-    session: str | None
-    result: Result
+    __slots__ = ("what", "session", "result")
+
+    def __init__(self, what: str, session: str | None, result: Result):
+        self.what = what  # "setup" or "teardown"
+        self.session = session
+        self.result = result
 
 
-@dataclass(eq=False)
-class Noticed:
+class Noticed(Plain):
     """Notices a spec's session received while its statement ran, before its answer was read."""
 
-    session: str
-    lines: tuple[str, ...]
+    __slots__ = ("session", "lines")
+
+    def __init__(self, session: str, lines: tuple[str, ...]):
+        self.session = session
+        self.lines = lines
 
 
-@dataclass(eq=False)
-class Notified:
+class Notified(Plain):
     """A NOTIFY a spec's session received, read after its step's answer (LISTEN ...)."""
 
-    session: str
-    channel: str
-    payload: str
-    sender: str  # the sending session's name, or "PID n" for a connection not the run's
+    __slots__ = ("session", "channel", "payload", "sender")
+
+    def __init__(self, session: str, channel: str, payload: str, sender: str):
+        self.session = session
+        self.channel = channel
+        self.payload = payload
+        self.sender = sender  # the sending session's name, or "PID n" for a connection not the run's
 
 
 @dataclass(eq=False)
