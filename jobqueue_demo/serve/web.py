@@ -1,0 +1,244 @@
+"""The lesson's web server: a Starlette app on uvicorn, in a thread of its own.
+
+Routes are fixed: the page, its two assets (read from the package, never a file named by a
+request), the state, its stream of changes (server-sent events), the teacher's step, the
+class's votes, a deadlock's picture by number and, once the lesson is over, the page of the
+whole run as `export` writes it. Every response says what the browser may load: this
+server's script and style only, nothing inline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import socket
+import threading
+from importlib.resources import files
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from .state import LessonState
+from .teacher import Teacher
+
+PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+            "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+# The exported page carries its CSS inline and no script at all (render/export.py).
+EXPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+IMAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'"
+ASSETS = {"/static/lesson.js": ("lesson.js", "text/javascript"), "/static/lesson.css": ("lesson.css", "text/css")}
+# A page hears from the server at least this often, so a vanished one is noticed and dropped.
+KEEPALIVE_S = 15.0
+# How long a step request waits for its step to be run before answering anyway.
+STEP_ANSWER_S = 60.0
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _headers(csp: str) -> dict[str, str]:
+    return {"Content-Security-Policy": csp, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+            "Cache-Control": "no-store", "X-Frame-Options": "DENY"}
+
+
+class Hub:
+    """Wakes every page's stream when the state changes; called from the run's thread.
+
+    Each stream holds one flag, not a queue: a slow page is sent the latest state when it is
+    ready for more, and the run never waits for a page."""
+
+    def __init__(self, state: LessonState):
+        self.state = state
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._flags: set[asyncio.Event] = set()
+        self.closed = False
+
+    def publish(self) -> None:
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._wake)
+            except RuntimeError:  # the loop closed between the check and the call
+                pass
+
+    def close(self) -> None:
+        self.closed = True
+        self.publish()
+
+    def _wake(self) -> None:
+        for flag in self._flags:
+            flag.set()
+
+    async def changes(self, request: Request):
+        """The state as server-sent events: now, then after each change, the latest only."""
+        flag = asyncio.Event()
+        self._flags.add(flag)
+        sent = -1
+        try:
+            while True:
+                version, text = self.state.json()
+                if version != sent:
+                    sent = version
+                    yield f"event: state\ndata: {text}\n\n"
+                if self.closed:
+                    yield "event: end\ndata: {}\n\n"
+                    return
+                try:
+                    await asyncio.wait_for(flag.wait(), KEEPALIVE_S)
+                except asyncio.TimeoutError:
+                    yield ": still here\n\n"
+                flag.clear()
+        finally:
+            self._flags.discard(flag)
+
+    async def step_taken(self, before: int) -> None:
+        """Until the state has moved past version `before` and the step is no longer running."""
+        flag = asyncio.Event()
+        self._flags.add(flag)
+        try:
+            while not self.closed:
+                version, _ = self.state.json()
+                if version > before and self.state.phase != "running":
+                    return
+                await flag.wait()
+                flag.clear()
+        finally:
+            self._flags.discard(flag)
+
+
+def _asset(name: str) -> bytes:
+    return files(__package__).joinpath("static", name).read_bytes()
+
+
+def build_app(state: LessonState, teacher: Teacher, hub: Hub, token: str, hosts: list[str]) -> Starlette:
+    page = _asset("index.html")
+    assets = {path: (_asset(name), kind) for path, (name, kind) in ASSETS.items()}
+
+    def is_teacher(request: Request) -> bool:
+        given = request.query_params.get("teacher", "")
+        return secrets.compare_digest(given.encode("utf-8", "replace"), token.encode())
+
+    async def index(request: Request) -> Response:
+        return Response(page, media_type="text/html; charset=utf-8", headers=_headers(PAGE_CSP))
+
+    async def asset(request: Request) -> Response:
+        body, kind = assets[request.url.path]
+        return Response(body, media_type=kind, headers=_headers(PAGE_CSP))
+
+    async def current(request: Request) -> Response:
+        _, text = state.json()
+        body = '{"teacher": %s, "state": %s}' % ("true" if is_teacher(request) else "false", text)
+        return Response(body, media_type="application/json", headers=_headers(PAGE_CSP))
+
+    async def events(request: Request) -> Response:
+        headers = _headers(PAGE_CSP) | {"X-Accel-Buffering": "no"}
+        return StreamingResponse(hub.changes(request), media_type="text/event-stream", headers=headers)
+
+    async def step(request: Request) -> Response:
+        if not is_teacher(request):
+            return JSONResponse({"error": "only the teacher's page steps the lesson"}, 403, headers=_headers(PAGE_CSP))
+        before, _ = state.json()
+        if not teacher.press():
+            return JSONResponse({"error": f"no step is waiting ({state.phase})", "phase": state.phase}, 409,
+                                headers=_headers(PAGE_CSP))
+        try:
+            await asyncio.wait_for(hub.step_taken(before), STEP_ANSWER_S)
+        except asyncio.TimeoutError:
+            pass
+        return JSONResponse({"at": state.at, "phase": state.phase, "version": state.json()[0]}, headers=_headers(PAGE_CSP))
+
+    async def vote(request: Request) -> Response:
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return JSONResponse({"error": "a vote is JSON"}, 415, headers=_headers(PAGE_CSP))
+        try:
+            body = json.loads((await request.body())[:1000])
+            voter, choice = str(body["voter"])[:64], str(body["choice"])
+        except (ValueError, KeyError, TypeError):
+            return JSONResponse({"error": "a vote is {\"voter\": ..., \"choice\": ...}"}, 400, headers=_headers(PAGE_CSP))
+        if not state.vote(voter, choice):
+            return JSONResponse({"error": "no step is asking for a prediction"}, 409, headers=_headers(PAGE_CSP))
+        hub.publish()
+        return JSONResponse({"ok": True}, headers=_headers(PAGE_CSP))
+
+    async def cycle(request: Request) -> Response:
+        svg = state.cycle_svg(request.path_params["number"])
+        if svg is None:
+            return Response("no such picture", 404, headers=_headers(IMAGE_CSP))
+        return Response(svg, media_type="image/svg+xml", headers=_headers(IMAGE_CSP))
+
+    async def whole_run(request: Request) -> Response:
+        if state.page_html is None:
+            return Response("the lesson is not over yet", 404, headers=_headers(EXPORT_CSP))
+        return Response(state.page_html, media_type="text/html; charset=utf-8", headers=_headers(EXPORT_CSP))
+
+    async def started(app):  # the loop every page's stream runs on, for the run's thread to wake
+        hub.loop = asyncio.get_running_loop()
+        yield
+
+    routes = [
+        Route("/", index),
+        *(Route(path, asset) for path in ASSETS),
+        Route("/api/state", current),
+        Route("/api/events", events),
+        Route("/api/step", step, methods=["POST"]),
+        Route("/api/vote", vote, methods=["POST"]),
+        Route("/api/cycle/{number:int}.svg", cycle),
+        Route("/lesson.html", whole_run),
+    ]
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)]
+    from contextlib import asynccontextmanager
+
+    return Starlette(routes=routes, middleware=middleware, lifespan=asynccontextmanager(started))
+
+
+def allowed_hosts(host: str) -> list[str]:
+    """On the loopback only the loopback's names, so a web site a browser visits cannot reach
+    the lesson by pointing its own name at 127.0.0.1 (DNS rebinding); on a network, any."""
+    return list(LOOPBACK) if host in LOOPBACK else ["*"]
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before the run starts so a taken port fails at once."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(64)
+    return sock
+
+
+class WebServer:
+    """uvicorn serving `app` on `sock` in a daemon thread until stop()."""
+
+    def __init__(self, app, sock: socket.socket):
+        import uvicorn
+
+        config = uvicorn.Config(app, log_level="error", access_log=False, lifespan="on", timeout_graceful_shutdown=2,
+                                ws="none")
+        self.server = uvicorn.Server(config)
+        self.sock = sock
+        self.thread = threading.Thread(target=self._serve, name="jobqueue-demo serve", daemon=True)
+        self.failure: BaseException | None = None
+
+    def _serve(self) -> None:
+        try:
+            asyncio.run(self.server.serve(sockets=[self.sock]))
+        except BaseException as exc:  # told by start() or stop(), on the main thread
+            self.failure = exc
+
+    def start(self) -> None:
+        self.thread.start()
+        while not self.server.started and self.thread.is_alive():
+            self.thread.join(0.01)
+        if not self.server.started:
+            from ..errors import ServerError
+
+            raise ServerError(f"the web server did not start: {self.failure}")
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(5)
+        self.sock.close()
