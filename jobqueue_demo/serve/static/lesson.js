@@ -207,15 +207,22 @@
     return CHOICES.map(([key, words]) => `${words}: ${votes.tally[key]}`).join(" · ");
   }
 
+  const OUTCOME_WORDS = { answers: "returned", waits: "waited", fails: "failed" };
+
+  // The step just run's tally and what it did, then the question for the next one.
   function drawPredict(k) {
     const box = $("predict");
     box.replaceChildren();
-    if (!state.lesson.predict) {
-      box.hidden = true;
-      return;
-    }
-    const asked = state.asking !== null && view === null ? state.asking : null;
     const votes = state.votes;
+    [k, k + 1].forEach((step) => {
+      const shown = votes[String(step)];
+      if (!shown || !shown.tally) return;
+      const step_ = state.lesson.steps[step];
+      box.appendChild(el("p", "tally", `Step ${step + 1}, ${step_.session}: the class said ${tallyText(shown)}`));
+      const outcome = state.outcomes[String(step)];
+      if (outcome && step <= k) box.appendChild(el("p", "outcome", `It ${OUTCOME_WORDS[outcome]}.`));
+    });
+    const asked = view === null ? state.asking : null;
     if (asked !== null) {
       const step = state.lesson.steps[asked];
       box.appendChild(el("p", "question", `Predict: what will ${step.session}'s statement do?`));
@@ -230,18 +237,8 @@
       box.appendChild(buttons);
       const count = votes[String(asked)] ? votes[String(asked)].count : 0;
       box.appendChild(el("p", "count", `${count} vote${count === 1 ? "" : "s"} so far`));
-    } else {
-      const shown = votes[String(k)] || votes[String(k + 1)];
-      const step = votes[String(k)] ? k : k + 1;
-      if (!shown || !shown.tally) {
-        box.hidden = true;
-        return;
-      }
-      box.appendChild(el("p", "tally", `The class said: ${tallyText(shown)}`));
-      const outcome = state.outcomes[String(step)];
-      if (outcome) box.appendChild(el("p", "outcome", `It ${outcome === "answers" ? "returned" : outcome === "waits" ? "waited" : "failed"}.`));
     }
-    box.hidden = false;
+    box.hidden = !box.firstChild;
   }
 
   function drawEnd() {
@@ -292,9 +289,13 @@
 
   function apply(next) {
     if (state && next.version <= state.version) return;
+    const moved = !state || next.entries.length !== state.entries.length;
     state = next;
     received = performance.now();
     draw();
+    // Following the lesson, the newest entry stays in sight, as on a projected terminal.
+    const last = $("columns").lastElementChild;
+    if (moved && view === null && last) last.scrollIntoView({ block: "nearest" });
   }
 
   function tick() {

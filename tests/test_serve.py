@@ -1,0 +1,275 @@
+"""`serve`: the lesson as a web page, in a real browser (Debian's chromium through Playwright):
+two student pages and the teacher's follow each step; a student cannot step; a reload catches
+up; the page neither overlaps nor cuts its text at 1280x720 nor on an 800x600 projector."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import dsn_of, left_behind, scratch_databases
+from serving import Served, at_step, browser
+from test_teaching import chromium  # noqa: F401  chromium is a fixture: installs Debian's package when missing
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+SEED_STEPS = 14
+
+
+@pytest.fixture
+def pages(chromium):  # noqa: F811
+    """A function opening a page at an address, in one browser for the test."""
+    with sync_api.sync_playwright() as playwright:
+        chrome = browser(playwright)
+        opened = []
+
+        def open_page(address: str, width: int = 1280, height: int = 720):
+            page = chrome.new_page(viewport={"width": width, "height": height})
+            page.goto(address)
+            page.wait_for_function("() => Number(document.body.dataset.version) > 0")
+            opened.append(page)
+            return page
+
+        yield open_page
+        chrome.close()
+
+
+def step_through(teacher, students, steps: int | None = None, each=None) -> None:
+    """The teacher's button, `steps` times or to the end; every page shows each step (a
+    `wait:` step whose statement has ended already runs at once, with the one before)."""
+    done = 0
+    while steps is None or done < steps:
+        teacher.wait_for_selector("body[data-phase=ready], body[data-phase=over]")
+        if teacher.evaluate("() => document.body.dataset.phase") == "over":
+            return
+        before = int(teacher.evaluate("() => document.body.dataset.at"))
+        teacher.click("#step")
+        for page in (teacher, *students):
+            at_step(page, before + 1)
+        done += 1
+        if each is not None:
+            each(int(teacher.evaluate("() => document.body.dataset.at")))
+
+
+def column_text(page) -> str:
+    return page.inner_text("#columns")
+
+
+def test_two_students_follow_the_seed_lesson_and_a_reload_catches_up(server, pages):
+    before = scratch_databases(server)
+    with Served("skip-locked", dsn=dsn_of(server)) as served:
+        teacher = pages(served.teacher)
+        students = [pages(served.students), pages(served.students, 800, 600)]
+        assert teacher.is_visible("#step") and not any(s.is_visible("#step") for s in students)
+
+        def check(step: int) -> None:
+            if step == 2:  # A's claim: its row on every page
+                for page in (teacher, *students):
+                    assert "resize avatar of user 7" in column_text(page) or "1 |" in column_text(page)
+            if step == 6:
+                students[0].reload()
+                at_step(students[0], 6)
+                assert students[0].inner_text("#position") == f"step 7 of {SEED_STEPS}"
+
+        step_through(teacher, students, None, check)
+        for page in (teacher, *students):
+            page.wait_for_selector("body[data-phase=over]")
+            assert "Every expectation met" in page.inner_text("#end")
+        late = pages(served.students)
+        assert late.inner_text("#position") == f"step {SEED_STEPS} of {SEED_STEPS}"
+        assert column_text(late) == column_text(students[0])
+        status, headers, whole = served.get("/lesson.html")
+        assert status == 200 and "<h1>" in whole and "script" not in headers["content-security-policy"]
+        assert served.finish() == 0, served.err
+    assert "every expectation met" in served.err
+    assert left_behind(server, before) == set()
+
+
+def test_deadlock_lesson_shows_the_wait_and_the_cycle_on_every_page(embedded, pages, tmp_path):
+    with Served("deadlock", dsn=dsn_of(embedded)) as served:
+        teacher = pages(served.teacher)
+        students = [pages(served.students), pages(served.students, 800, 600)]
+        seen = {}
+
+        def check(step: int) -> None:
+            if step == 6:  # A's UPDATE waits for B's row
+                for page in (teacher, *students):
+                    waiting = page.inner_text("#columns .waiting")
+                    assert "waiting for a row lock held by B" in waiting and "so far" in waiting
+                    assert "A waits for B" in page.inner_text("#graph")
+                seen["waiting"] = True
+            if step in (7, 8) and "cycle" not in seen:  # B closes the cycle (step 8 waits for A, done already): the server's picture of it on every page
+                for page in (teacher, *students):
+                    figure = page.locator("#columns figure.cycle")
+                    assert "Deadlock: A and B each wait for a lock the other holds" in figure.inner_text()
+                    page.wait_for_function("() => document.querySelector('figure.cycle img').naturalWidth > 0")
+                    assert "waited" in page.inner_text("#columns .waited")
+                seen["cycle"] = True
+
+        step_through(teacher, students, None, check)
+        assert seen == {"waiting": True, "cycle": True}
+        for width, height in ((1280, 720), (800, 600)):
+            page = pages(served.students, width, height)
+            page.screenshot(path=str(tmp_path / f"deadlock-{width}x{height}.png"), full_page=True)
+            assert overlaps_and_cuts(page) == [], (width, height)
+        assert served.finish() == 0, served.err
+
+
+# Every element whose own text the page shows: none may overlap another's, none may reach
+# past the page's right edge or be cut by its box.
+LAYOUT_CHECK = """() => {
+  const width = document.documentElement.clientWidth;
+  const texts = [...document.querySelectorAll('body *')].filter((e) =>
+    [...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim()) && e.getClientRects().length);
+  const problems = [];
+  const boxes = texts.map((e) => ({ e, r: e.getBoundingClientRect() }));
+  for (const { e, r } of boxes) {
+    if (r.right > width + 0.5 || r.left < -0.5) problems.push(`past the edge: ${e.textContent.slice(0, 40)}`);
+    if (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).display !== 'inline')
+      problems.push(`cut: ${e.textContent.slice(0, 40)}`);
+  }
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const a = boxes[i], b = boxes[j];
+    if (a.e.contains(b.e) || b.e.contains(a.e)) continue;
+    const x = Math.min(a.r.right, b.r.right) - Math.max(a.r.left, b.r.left);
+    const y = Math.min(a.r.bottom, b.r.bottom) - Math.max(a.r.top, b.r.top);
+    if (x > 1 && y > 1) problems.push(`overlap: ${a.e.textContent.slice(0, 30)} / ${b.e.textContent.slice(0, 30)}`);
+  }
+  if (document.documentElement.scrollWidth > width) problems.push('the page scrolls sideways');
+  return problems;
+}"""
+
+
+def overlaps_and_cuts(page) -> list[str]:
+    return page.evaluate(LAYOUT_CHECK)
+
+
+def test_a_student_cannot_step_and_nothing_runs(embedded, pages):
+    with Served("skip-locked", dsn=dsn_of(embedded)) as served:
+        student = pages(served.students)
+        teacher = pages(served.teacher)
+        at_step(teacher, -1)
+        for path in ("/api/step", "/api/step?teacher=", "/api/step?teacher=" + served.token[:-1] + "x"):
+            status, body = served.post(path)
+            assert status == 403, (path, status, body)
+        # From the student's page itself, as a curious student would try it.
+        status = student.evaluate("async () => (await fetch('/api/step', {method: 'POST'})).status")
+        assert status == 403
+        assert student.evaluate("() => document.body.dataset.at") == "-1"
+        assert json.loads(served.get("/api/state")[2])["state"]["at"] == -1
+        status, body = served.post(f"/api/step?teacher={served.token}")
+        assert status == 200 and json.loads(body)["at"] == 0
+        at_step(student, 0)
+        served.press("\n")  # the terminal's Enter steps too
+        at_step(student, 1)
+        served.press("q")
+        assert served.finish() == 0
+    assert "quit before step 3" in served.err
+
+
+def test_ctrl_c_ends_the_lesson_on_every_page_and_leaves_nothing(embedded, pages):
+    before = scratch_databases(embedded)
+    with Served("deadlock", dsn=dsn_of(embedded)) as served:
+        teacher = pages(served.teacher)
+        student = pages(served.students)
+        step_through(teacher, [student], 7)
+        student.wait_for_selector("#columns .waiting")
+        served.interrupt()
+        for page in (teacher, student):
+            page.wait_for_selector("body[data-ended=true]")
+            assert "interrupted (Ctrl-C) before step 8" in page.inner_text("#end")
+        assert served.finish() == 130
+    assert left_behind(embedded, before) == set()
+    assert "Traceback" not in served.err
+
+
+def test_back_and_forward_look_at_steps_already_run(embedded, pages):
+    with Served("skip-locked", dsn=dsn_of(embedded)) as served:
+        teacher = pages(served.teacher)
+        student = pages(served.students)
+        step_through(teacher, [student], 4)
+        student.keyboard.press("ArrowLeft")
+        student.keyboard.press("ArrowLeft")
+        assert student.evaluate("() => document.body.dataset.view") == "1"
+        assert "B> BEGIN" not in column_text(student) and "Looking back at step 2" in student.inner_text("#next")
+        student.click("#forward")
+        assert student.evaluate("() => document.body.dataset.view") == "2"
+        student.click("#latest")
+        assert student.evaluate("() => document.body.dataset.view") == "3" and "B> BEGIN" in column_text(student)
+        assert teacher.evaluate("() => document.body.dataset.at") == "3"  # looking back ran nothing
+        served.press("q")
+        served.finish()
+
+
+def test_predict_asks_the_class_and_shows_the_tally(embedded, pages):
+    with Served("deadlock", "--predict", dsn=dsn_of(embedded)) as served:
+        teacher = pages(served.teacher)
+        students = [pages(served.students), pages(served.students)]
+        step_through(teacher, students, 1)  # the narration: nothing to predict
+        for page in students:
+            page.wait_for_selector("#predict button[data-choice=answers]")
+        students[0].click("#predict button[data-choice=answers]")
+        students[1].click("#predict button[data-choice=fails]")
+        teacher.wait_for_function("() => document.querySelector('#predict .count').textContent.startsWith('2 votes')")
+        teacher.click("#step")  # reveals
+        for page in students:
+            page.wait_for_selector("#predict .tally")
+            assert "returns (rows or OK): 1" in page.inner_text("#predict") and "fails: 1" in page.inner_text("#predict")
+        teacher.click("#step")  # runs it
+        for page in students:
+            at_step(page, 1)
+            page.wait_for_selector("#predict .outcome")
+            assert "It returned." in page.inner_text("#predict")
+        served.press("q")
+        served.finish()
+
+
+HOSTILE = r"""title: "<script>window.pwned = 1</script> \"quoted\" 'single' & <b>bold</b>"
+summary: "<img src=x onerror=\"window.pwned=2\">"
+sessions: [A, B]
+setup: |
+  CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(100));
+  INSERT INTO t VALUES (1, '<script>window.pwned=3</script>');
+steps:
+  - narrate: "Look: </p><script>window.pwned=4</script> `</code><b>x</b>` and \u202e reversed"
+  - A: SELECT v, '<img src=x onerror=window.pwned=5>' AS "<b>col</b>" FROM t;
+    comment: "</span><script>window.pwned=6</script> \"q\""
+  - B: SELECT CONCAT('bell', CHAR(7), CHAR(27), '[31mred') AS ctl, '</script><script>window.pwned=7</script>' AS s;
+"""
+
+
+def test_a_hostile_lesson_is_shown_as_text_and_runs_nothing_in_the_page(embedded, pages, tmp_path):
+    lesson = tmp_path / "hostile.yaml"
+    lesson.write_text(HOSTILE)
+    with Served(str(lesson), dsn=dsn_of(embedded)) as served:
+        teacher = pages(served.teacher)
+        student = pages(served.students)
+        step_through(teacher, [student])
+        student.wait_for_selector("body[data-phase=over]")
+        for page in (teacher, student):
+            assert page.evaluate("() => window.pwned") is None
+            assert page.inner_text("h1") == "<script>window.pwned = 1</script> \"quoted\" 'single' & <b>bold</b>"
+            assert page.inner_text("#summary") == '<img src=x onerror="window.pwned=2">'
+            text = column_text(page)
+            assert "</p><script>window.pwned=4</script>" in text and "</code><b>x</b>" in text
+            assert "<img src=x onerror=window.pwned=5>" in text and "</span><script>window.pwned=6</script>" in text
+            assert "bell\\x07\\x1B[31mred" in text  # a control character written out, as the transcript does
+            assert page.locator("script").count() == 1 and page.locator("#columns img, #columns b").count() == 0
+        for path in ("/", "/static/lesson.js", "/static/lesson.css", "/api/state"):
+            status, headers, _ = served.get(path)
+            csp = headers["content-security-policy"]
+            assert status == 200 and "script-src 'self'" in csp and "unsafe" not in csp and "default-src 'none'" in csp
+        status, headers, whole = served.get("/lesson.html")
+        assert status == 200 and "<script" not in whole and "&lt;script&gt;window.pwned=4" in whole
+        assert "script-src" not in headers["content-security-policy"]  # so no script at all
+        assert served.finish() == 0, served.err
+
+
+def test_no_route_serves_a_file_by_its_name(embedded):
+    with Served("skip-locked", dsn=dsn_of(embedded)) as served:
+        for path in ("/static/../web.py", "/static/web.py", "/static/index.html", "/static/%2e%2e/state.py",
+                     "/api/cycle/0.svg", "/api/cycle/-1.svg", "/lesson.html", "/pyproject.toml", "/etc/passwd"):
+            status, _, body = served.get(path)
+            assert status == 404, (path, status, body[:200])
+        served.press("q")
+        served.finish()
