@@ -30,6 +30,13 @@ MAX_VOTERS = 500
 BEFORE, READY, RUNNING, OVER, STOPPED = "before", "ready", "running", "over", "stopped"
 
 
+def lesson_length(scenario) -> int:
+    """The steps a run takes: an isolation spec's, every permutation's."""
+    if scenario.spec is not None:
+        return sum(len(schedule) for schedule in scenario.spec.schedules())
+    return len(scenario.steps)
+
+
 def _step_kind(step) -> str:
     if isinstance(step, Statement):
         return "statement"
@@ -55,17 +62,21 @@ class LessonState:
             "server": server_label,
             "sessions": [{"name": n, "label": scenario.prompts[n], "colour": SESSION_COLOURS[i % len(SESSION_COLOURS)]}
                          for i, n in enumerate(scenario.session_names)],
-            "steps": [{"text": step_text(s), "kind": _step_kind(s), "session": getattr(s, "session", None)}
-                      for s in scenario.steps],
+            "total": lesson_length(scenario),
             "predict": predict,
         }
-        self.at = -1  # the step started last
+        # The steps run, counted: an isolation spec runs its steps once per permutation, so the
+        # count goes on where the scenario's step index starts again.
+        self.at = -1
+        self._index = -1  # the scenario's step running (or run last)
+        self._held: int | None = None  # the scenario's step waiting for the teacher
         self.phase = BEFORE
         self._entries: list[dict] = []
         self._open_waits: dict[str, dict] = {}
         self._step_ms: list[float] = []  # when each step started, on the lesson's clock
         self._cycles: list[str] = []  # each deadlock's SVG, by number
-        self._votes: dict[int, dict[str, str]] = {}
+        self._votes: dict[int, dict[str, str]] = {}  # by the count of the step asked about
+        self._asked: dict[int, dict] = {}
         self._revealed: set[int] = set()
         self._outcomes: dict[int, str] = {}
         self.verdict: dict | None = None
@@ -81,6 +92,13 @@ class LessonState:
     def add(self, event) -> None:
         with self._lock:
             self._add(event)
+            self._render()
+
+    def hold(self, index: int) -> None:
+        """Step `index` of the scenario waits for the teacher."""
+        with self._lock:
+            self._held = index
+            self.phase = READY
             self._render()
 
     def set_phase(self, phase: str, message: str = "") -> None:
@@ -107,6 +125,7 @@ class LessonState:
             if step is None or choice not in PREDICTIONS:
                 return False
             votes = self._votes.setdefault(step, {})
+            self._asked[step] = self._step_json(self._held)
             if voter not in votes and len(votes) >= MAX_VOTERS:
                 return False
             votes[voter] = choice
@@ -114,11 +133,11 @@ class LessonState:
             return True
 
     def asking(self) -> int | None:
-        """The statement step whose outcome the class is predicting now, if any."""
+        """The count of the statement step whose outcome the class is predicting now, if any."""
         nxt = self.at + 1
-        if not self.predict or self.phase != READY or nxt >= len(self.scenario.steps) or nxt in self._revealed:
+        if not self.predict or self.phase != READY or self._held is None or nxt in self._revealed:
             return None
-        return nxt if isinstance(self.scenario.steps[nxt], Statement) else None
+        return nxt if isinstance(self.scenario.steps[self._held], Statement) else None
 
     def reveal(self) -> bool:
         """Show the tally of the step being predicted; False when none is."""
@@ -143,7 +162,9 @@ class LessonState:
 
     def _add(self, event) -> None:
         if isinstance(event, ev.StepStarting):
-            self.at = event.index
+            self.at += 1
+            self._index = event.index
+            self._held = None
             self._step_ms.append(self.now_ms())
             self.phase = RUNNING
             return
@@ -163,7 +184,7 @@ class LessonState:
 
     def _note_outcome(self, event) -> None:
         """What the step's statement did first: what the class predicted."""
-        if self.at in self._outcomes or not isinstance(event, (ev.Waiting, ev.Completed)) or event.index != self.at:
+        if self.at in self._outcomes or not isinstance(event, (ev.Waiting, ev.Completed)) or event.index != self._index:
             return
         if isinstance(event, ev.Waiting):
             self._outcomes[self.at] = WAITS
@@ -204,12 +225,19 @@ class LessonState:
         self._entries.append({"step": self.at, "type": "cycle", "session": None, "number": len(self._cycles) - 1,
                               "summary": summary})
 
+    def _step_json(self, index: int | None) -> dict | None:
+        if index is None:
+            return None
+        step = self.scenario.steps[index]
+        return {"text": step_text(step), "kind": _step_kind(step), "session": getattr(step, "session", None)}
+
     def _render(self) -> None:
         self.version += 1
         asking = self.asking()
         votes = {
             str(step): {
                 "count": len(chosen),
+                "step": self._asked.get(step),
                 "tally": {p: sum(1 for c in chosen.values() if c == p) for p in PREDICTIONS} if step in self._revealed else None,
             }
             for step, chosen in self._votes.items()
@@ -218,6 +246,7 @@ class LessonState:
             "version": self.version,
             "lesson": self._lesson,
             "at": self.at,
+            "next": self._step_json(self._held),
             "phase": self.phase,
             "message": self.message,
             "clock_ms": self.now_ms(),

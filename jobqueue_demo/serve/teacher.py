@@ -18,7 +18,7 @@ from ..errors import stop_of
 from ..render.stepper import ADVANCE, QUIT, Interrupted, Quit
 from ..run import events as ev
 from ..scenario.model import is_wait
-from .state import READY, RUNNING, LessonState
+from .state import READY, RUNNING, LessonState, lesson_length
 
 STEP = b"s"
 
@@ -35,7 +35,8 @@ class Teacher:
         self._ready = threading.Lock()
         self._pressed = False  # a press written and not yet taken: a second one is refused
         self.waiting: dict[str, None] = {}
-        self.total = len(state.scenario.steps)
+        self.total = lesson_length(state.scenario)
+        self.count = 0  # steps started: a spec's permutations run the scenario's steps again
 
     def close(self) -> None:
         os.close(self._wake_r)
@@ -59,19 +60,21 @@ class Teacher:
             self.waiting[event.session] = None
         if isinstance(event, (ev.Completed, ev.FaultApplied)):
             self.waiting.pop(event.session, None)
-        if isinstance(event, ev.StepStarting) and not (is_wait(event.step) and event.step.session not in self.waiting):
-            try:
-                self._hold(event.index)
-            except KeyboardInterrupt as exc:
-                raise Interrupted(event.index + 1, self.total, stop_of(exc)) from None
+        if isinstance(event, ev.StepStarting):
+            self.count += 1
+            if not (is_wait(event.step) and event.step.session not in self.waiting):
+                try:
+                    self._hold(event.index)
+                except KeyboardInterrupt as exc:
+                    raise Interrupted(self.count, self.total, stop_of(exc)) from None
         self.state.add(event)
         self.publish()
 
     def _hold(self, index: int) -> None:
-        self.state.set_phase(READY)
+        self.state.hold(index)
         self.publish()
         while True:
-            self._wait_for_press(index)
+            self._wait_for_press()
             with self._ready:
                 self._pressed = False
                 if not self.state.reveal():
@@ -79,7 +82,7 @@ class Teacher:
                     return
             self.publish()
 
-    def _wait_for_press(self, index: int) -> None:
+    def _wait_for_press(self) -> None:
         """Until a press: the page's, a key, or the pace's timer; Quit on q or end of input."""
         deadline = None if self.pace is None else time.monotonic() + self.pace
         while True:
@@ -95,7 +98,7 @@ class Teacher:
             if key == "" and self.pace is not None:
                 self.keys = None  # paced: the lesson goes on without a terminal
             elif key in QUIT:
-                raise Quit(index + 1, self.total)
+                raise Quit(self.count, self.total)
             elif key in ADVANCE:
                 return
 

@@ -187,15 +187,15 @@
   function drawNext(k) {
     const next = $("next");
     next.replaceChildren();
-    const steps = state.lesson.steps;
+    const total = state.lesson.total;
     if (view !== null && k < state.at) {
       next.appendChild(el("p", "looking", `Looking back at step ${k + 1}; the lesson is at step ${state.at + 1}.`));
       return;
     }
-    if (state.phase === "ready" && state.at + 1 < steps.length) {
-      next.appendChild(el("p", "upcoming", `Next, step ${state.at + 2} of ${steps.length}: ${steps[state.at + 1].text}`));
+    if (state.phase === "ready" && state.next) {
+      next.appendChild(el("p", "upcoming", `Next, step ${state.at + 2} of ${total}: ${state.next.text}`));
     } else if (state.phase === "running") {
-      next.appendChild(el("p", "upcoming", `Running step ${state.at + 1} of ${steps.length}…`));
+      next.appendChild(el("p", "upcoming", `Running step ${state.at + 1} of ${total}…`));
     } else if (state.phase === "before") {
       next.appendChild(el("p", "upcoming", "The lesson is about to start."));
     }
@@ -217,15 +217,13 @@
     [k, k + 1].forEach((step) => {
       const shown = votes[String(step)];
       if (!shown || !shown.tally) return;
-      const step_ = state.lesson.steps[step];
-      box.appendChild(el("p", "tally", `Step ${step + 1}, ${step_.session}: the class said ${tallyText(shown)}`));
+      box.appendChild(el("p", "tally", `Step ${step + 1}, ${shown.step.session}: the class said ${tallyText(shown)}`));
       const outcome = state.outcomes[String(step)];
       if (outcome && step <= k) box.appendChild(el("p", "outcome", `It ${OUTCOME_WORDS[outcome]}.`));
     });
     const asked = view === null ? state.asking : null;
     if (asked !== null) {
-      const step = state.lesson.steps[asked];
-      box.appendChild(el("p", "question", `Predict: what will ${step.session}'s statement do?`));
+      box.appendChild(el("p", "question", `Predict: what will ${state.next.session}'s statement do?`));
       const buttons = el("p", "choices");
       CHOICES.forEach(([key, words]) => {
         const button = el("button", "choice", words);
@@ -265,7 +263,7 @@
     $("summary").textContent = state.lesson.summary || "";
     $("server").textContent = `on ${state.lesson.server}`;
     $("role").textContent = teacher ? "· teacher" : "";
-    const total = state.lesson.steps.length;
+    const total = state.lesson.total;
     $("position").textContent = k < 0 ? `${total} steps` : `step ${k + 1} of ${total}`;
     $("back").disabled = k <= 0;
     $("forward").disabled = view === null;
