@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .state import LessonState
+from .state import BEFORE, RUNNING, LessonState
 from .teacher import Teacher
 
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -94,15 +94,12 @@ class Hub:
         finally:
             self._flags.discard(flag)
 
-    async def step_taken(self, before: int) -> None:
-        """Until the state has moved past version `before` and the step is no longer running."""
+    async def until(self, done) -> None:
+        """Until `done()` holds, looked at after each change of the state (or the end)."""
         flag = asyncio.Event()
         self._flags.add(flag)
         try:
-            while not self.closed:
-                version, _ = self.state.json()
-                if version > before and self.state.phase != "running":
-                    return
+            while not self.closed and not done():
                 await flag.wait()
                 flag.clear()
         finally:
@@ -140,12 +137,14 @@ def build_app(state: LessonState, teacher: Teacher, hub: Hub, token: str, hosts:
     async def step(request: Request) -> Response:
         if not is_teacher(request):
             return JSONResponse({"error": "only the teacher's page steps the lesson"}, 403, headers=_headers(PAGE_CSP))
-        before, _ = state.json()
-        if not teacher.press():
-            return JSONResponse({"error": f"no step is waiting ({state.phase})", "phase": state.phase}, 409,
-                                headers=_headers(PAGE_CSP))
         try:
-            await asyncio.wait_for(hub.step_taken(before), STEP_ANSWER_S)
+            # A script may ask before the run is ready (its sessions connecting) or while a step runs.
+            await asyncio.wait_for(hub.until(lambda: state.phase not in (BEFORE, RUNNING)), STEP_ANSWER_S)
+            before, _ = state.json()
+            if not teacher.press():
+                return JSONResponse({"error": f"no step is waiting ({state.phase})", "phase": state.phase}, 409,
+                                    headers=_headers(PAGE_CSP))
+            await asyncio.wait_for(hub.until(lambda: state.json()[0] > before and state.phase != RUNNING), STEP_ANSWER_S)
         except asyncio.TimeoutError:
             pass
         return JSONResponse({"at": state.at, "phase": state.phase, "version": state.json()[0]}, headers=_headers(PAGE_CSP))

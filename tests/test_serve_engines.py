@@ -1,0 +1,71 @@
+"""`serve` on every kind of lesson and server, stepped by a script (POST /api/step), as the
+browser tests (tests/test_serve.py) step the MariaDB lessons: PostgreSQL, an isolation spec,
+a Galera cluster."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import LOCAL_PG_DSN, local_pg_reachable, skip_without_pg
+from serving import Served
+from test_cluster import cluster, node_dsns  # noqa: F401  cluster is a fixture
+
+
+def step_to_the_end(served: Served, limit: int = 500) -> list[dict]:
+    """Every step by the teacher's token, until the lesson is over; the state after each."""
+    seen = []
+    for _ in range(limit):
+        status, body = served.post(f"/api/step?teacher={served.token}")
+        assert status == 200, body
+        state = json.loads(served.get("/api/state")[2])["state"]
+        seen.append(state)
+        if state["phase"] == "over":
+            return seen
+    raise AssertionError(f"still not over after {limit} steps")
+
+
+def the_end(served: Served, seen: list[dict]) -> dict:
+    last = seen[-1]
+    assert last["verdict"]["met"], last["verdict"]
+    ats = [s["at"] for s in seen]
+    assert ats == sorted(ats) and len(set(ats)) == len(ats)  # the count goes on, never back
+    status, _, page = served.get("/lesson.html")
+    assert status == 200 and "<h1>" in page
+    assert served.finish() == 0, served.err
+    return last
+
+
+@pytest.mark.parametrize("where", ["embedded", "local"])
+def test_the_deadlock_lesson_on_postgresql(where):
+    if where == "embedded":
+        skip_without_pg()
+        args = ("--engine", "postgresql")
+    else:
+        if not local_pg_reachable():
+            pytest.skip("no PostgreSQL on 127.0.0.1:5432")
+        args = ("--dsn", LOCAL_PG_DSN)
+    with Served("deadlock", *args) as served:
+        last = the_end(served, step_to_the_end(served))
+    assert "PostgreSQL" in last["lesson"]["server"]
+    waits = [e for e in last["entries"] if e["type"] == "waiting"]
+    assert {w["session"] for w in waits} == {"A", "B"} and all(w["until_step"] is not None for w in waits)
+    assert any("deadlock detected" in line["text"] for e in last["entries"] if e["type"] == "lines" for line in e["lines"])
+
+
+def test_an_isolation_spec_steps_through_every_permutation():
+    skip_without_pg()
+    with Served("skip-locked.spec") as served:
+        seen = step_to_the_end(served)
+        last = the_end(served, seen)
+    assert last["lesson"]["total"] == last["at"] + 1 > len({e["step"] for e in last["entries"] if e["step"] < 4})
+    assert sum(1 for e in last["entries"] if any("permutation:" in line["text"] for line in e.get("lines", ()))) >= 2
+
+
+def test_a_cluster_lesson_names_each_node(cluster):  # noqa: F811  skips where no cluster starts
+    with Served("cluster-skip-locked", *node_dsns(cluster)) as served:
+        last = the_end(served, step_to_the_end(served))
+    labels = [s["label"] for s in last["lesson"]["sessions"]]
+    assert labels[:2] == ["A@1", "B@2"]
+    sql = [line["text"] for e in last["entries"] if e["type"] == "lines" for line in e["lines"]]
+    assert any(text.startswith("B@2> ") for text in sql)
