@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -38,6 +39,14 @@ class Served:
             found = ADDRESS.match(line.strip())
             if found:
                 self.addresses[found.group(1)] = found.group(2)
+        # Read on as it prints: a transcript left in a full pipe would hold the run, as a
+        # terminal nobody scrolls would.
+        self._out: list[str] = []
+        self._err: list[str] = []
+        self._readers = [threading.Thread(target=lambda s=stream, into=into: into.extend(s), daemon=True)
+                         for stream, into in ((self.process.stdout, self._out), (self.process.stderr, self._err))]
+        for reader in self._readers:
+            reader.start()
         self.out = ""
         self.err = ""
 
@@ -76,8 +85,15 @@ class Served:
         self.process.send_signal(signal.SIGINT)
 
     def finish(self, timeout: float = 60) -> int:
-        """Close its terminal (the end of input ends the lesson: communicate() closes it) and wait for it."""
-        self.out, self.err = self.process.communicate(timeout=timeout)
+        """Close its terminal (the end of input ends the lesson) and wait for it."""
+        try:
+            self.process.stdin.close()
+        except BrokenPipeError:  # it has ended already
+            pass
+        self.process.wait(timeout)
+        for reader in self._readers:
+            reader.join(timeout)
+        self.out, self.err = "".join(self.head + self._out), "".join(self._err)
         return self.process.returncode
 
     def __enter__(self) -> Served:
@@ -86,7 +102,7 @@ class Served:
     def __exit__(self, *exc_info) -> None:
         if self.process.poll() is None:
             self.process.kill()
-            self.process.communicate()
+            self.process.wait()
 
 
 def browser(playwright):

@@ -273,3 +273,54 @@ def test_no_route_serves_a_file_by_its_name(embedded):
             assert status == 404, (path, status, body[:200])
         served.press("q")
         served.finish()
+
+
+BIG = """title: big results
+sessions: [A, B]
+setup: |
+  CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(200));
+  INSERT INTO t SELECT seq, REPEAT('x', 200) FROM seq_1_to_3000;
+steps:
+  - A: SELECT * FROM t;
+  - B: SELECT * FROM t WHERE id > 10;
+  - A: SELECT * FROM t WHERE id > 20;
+  - B: SELECT * FROM t WHERE id > 30;
+"""
+
+
+def test_a_page_that_reads_nothing_or_vanishes_never_holds_up_the_run(embedded, tmp_path):
+    """Each state here is megabytes; a page that never reads fills its socket at once and a
+    stream that waited for it would hold every step after."""
+    import socket
+    from urllib.parse import urlsplit
+
+    lesson = tmp_path / "big.yaml"
+    lesson.write_text(BIG)
+    with Served(str(lesson), dsn=dsn_of(embedded)) as served:
+        where = urlsplit(served.students)
+        stuck, gone = [], []
+        for _ in range(3):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect((where.hostname, where.port))
+            sock.sendall(f"GET /api/events HTTP/1.1\r\nHost: {where.hostname}\r\n\r\n".encode())
+            stuck.append(sock)
+        for _ in range(3):
+            sock = socket.create_connection((where.hostname, where.port))
+            sock.sendall(f"GET /api/events HTTP/1.1\r\nHost: {where.hostname}\r\n\r\n".encode())
+            sock.recv(100)
+            gone.append(sock)
+        steps = 0
+        while True:
+            if steps == 1:
+                for sock in gone:
+                    sock.close()
+            status, body = served.post(f"/api/step?teacher={served.token}")
+            assert status == 200, body
+            steps += 1
+            if json.loads(body)["phase"] == "over":
+                break
+        assert steps == 4
+        assert served.finish() == 0, served.err
+        for sock in stuck:
+            sock.close()
