@@ -184,10 +184,13 @@ def test_ctrl_c_ends_the_lesson_on_every_page_and_leaves_nothing(embedded, pages
 
 
 def test_back_and_forward_look_at_steps_already_run(embedded, pages):
-    with Served("skip-locked", dsn=dsn_of(embedded)) as served:
+    with Served("skip-locked", "--show-locks", dsn=dsn_of(embedded)) as served:
         teacher = pages(served.teacher)
         student = pages(served.students)
-        step_through(teacher, [student], 4)
+        step_through(teacher, [student], 3)
+        teacher.keyboard.press("Space")  # the teacher's keys step as the button does
+        at_step(student, 3)
+        assert "-- A returned 1 row, locked" in column_text(student)  # --show-locks: locked vs returned
         student.keyboard.press("ArrowLeft")
         student.keyboard.press("ArrowLeft")
         assert student.evaluate("() => document.body.dataset.view") == "1"
@@ -211,6 +214,8 @@ def test_predict_asks_the_class_and_shows_the_tally(embedded, pages):
         students[0].click("#predict button[data-choice=answers]")
         students[1].click("#predict button[data-choice=fails]")
         teacher.wait_for_function("() => document.querySelector('#predict .count').textContent.startsWith('2 votes')")
+        small = pages(served.students, 800, 600)
+        assert overlaps_and_cuts(small) == []  # the question, its buttons and the columns on a projector
         teacher.click("#step")  # reveals
         for page in students:
             page.wait_for_selector("#predict .tally")

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from ..errors import EXIT_MISMATCH
-from .shared import MAX_SECONDS, Cluster, Dsns, ShowLocks, StepTimeout, app, finite, heading, say, say_notes, server_for
+from .shared import MAX_SECONDS, Cluster, Dsns, ShowLocks, StepTimeout, app, finite, fitted, heading, say, say_notes, server_for
 
 HOST_HELP = (
     "The address to listen on. The default, 127.0.0.1, serves this machine only; 0.0.0.0 serves every "
@@ -58,7 +58,9 @@ def serve(
     """
     from .. import api
     from ..render.stepper import Interrupted, Keys, Quit
+    from ..render.color import color_on
     from ..render.transcript import TranscriptWriter, event_lines, prompted
+    from ..render.wrap import terminal_width
 
     loaded = api.load(scenario)
     if loaded.spec is not None and show_locks:
@@ -68,12 +70,13 @@ def serve(
     options = api.serve_options(host, port, predict, pace)
     with server_for(dsn, (loaded,), cluster) as server:
         heading(f"-- {loaded.title}: on {server.label} ({server.where})", False)
-        writer = TranscriptWriter(sys.stdout, tuple(loaded.prompts.values()), False)
+        writer = TranscriptWriter(sys.stdout, tuple(loaded.prompts.values()), color_on(sys.stdout), terminal_width(sys.stdout))
 
         def announce(addresses) -> None:
             # On standard output, flushed at once: a script (or a test) reads them to open the pages.
             print(f"students: {addresses.students}\nteacher: {addresses.teacher}", flush=True)
-            say("-- Enter (or the teacher's page) runs the next step; q ends the lesson (everything is rolled back)")
+            say(fitted("-- Enter (or the teacher's page) runs the next step; q ends the lesson (everything is rolled back)",
+                       sys.stderr))
 
         def show(event) -> None:
             writer.write(event_lines(prompted(event, loaded.prompts)))
