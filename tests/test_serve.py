@@ -115,14 +115,27 @@ def test_deadlock_lesson_shows_the_wait_and_the_cycle_on_every_page(embedded, pa
         assert served.finish() == 0, served.err
 
 
-# Every element whose own text the page shows: none may overlap another's, none may reach
-# past the page's right edge or be cut by its box.
+# Every element whose own text the page shows, as far as it is in sight (the run scrolls
+# beneath the title and the controls): none may overlap another, none may reach past the
+# page's right edge or be cut by its box.
 LAYOUT_CHECK = """() => {
   const width = document.documentElement.clientWidth;
+  const height = document.documentElement.clientHeight;
+  const seen = (e) => {
+    let r = e.getBoundingClientRect();
+    let box = { left: r.left, right: r.right, top: Math.max(r.top, 0), bottom: Math.min(r.bottom, height) };
+    for (let a = e.parentElement; a; a = a.parentElement) {
+      if (getComputedStyle(a).overflowY === 'visible') continue;
+      const c = a.getBoundingClientRect();
+      box.top = Math.max(box.top, c.top);
+      box.bottom = Math.min(box.bottom, c.bottom);
+    }
+    return box;
+  };
   const texts = [...document.querySelectorAll('body *')].filter((e) =>
     [...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim()) && e.getClientRects().length);
   const problems = [];
-  const boxes = texts.map((e) => ({ e, r: e.getBoundingClientRect() }));
+  const boxes = texts.map((e) => ({ e, r: e.getBoundingClientRect(), v: seen(e) })).filter((b) => b.v.bottom - b.v.top > 1);
   for (const { e, r } of boxes) {
     if (r.right > width + 0.5 || r.left < -0.5) problems.push(`past the edge: ${e.textContent.slice(0, 40)}`);
     if (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).display !== 'inline')
@@ -131,8 +144,8 @@ LAYOUT_CHECK = """() => {
   for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
     const a = boxes[i], b = boxes[j];
     if (a.e.contains(b.e) || b.e.contains(a.e)) continue;
-    const x = Math.min(a.r.right, b.r.right) - Math.max(a.r.left, b.r.left);
-    const y = Math.min(a.r.bottom, b.r.bottom) - Math.max(a.r.top, b.r.top);
+    const x = Math.min(a.v.right, b.v.right) - Math.max(a.v.left, b.v.left);
+    const y = Math.min(a.v.bottom, b.v.bottom) - Math.max(a.v.top, b.v.top);
     if (x > 1 && y > 1) problems.push(`overlap: ${a.e.textContent.slice(0, 30)} / ${b.e.textContent.slice(0, 30)}`);
   }
   if (document.documentElement.scrollWidth > width) problems.push('the page scrolls sideways');
@@ -141,7 +154,12 @@ LAYOUT_CHECK = """() => {
 
 
 def overlaps_and_cuts(page) -> list[str]:
-    return page.evaluate(LAYOUT_CHECK)
+    """The check with the run scrolled to its start, and to its end (where the page follows it)."""
+    found = []
+    for where in ("0", "stage.scrollHeight"):
+        page.evaluate(f"() => {{ const stage = document.getElementById('stage'); stage.scrollTop = {where}; }}")
+        found += page.evaluate(LAYOUT_CHECK)
+    return found
 
 
 def test_a_student_cannot_step_and_nothing_runs(embedded, pages):

@@ -80,7 +80,7 @@
     box.appendChild(el("pre", "l sql", entry.sql));
     if (entry.comment) box.appendChild(el("p", "comment", `-- ${entry.comment}`));
     if (still) {
-      box.appendChild(el("p", "badge", "⏳ waiting"));
+      box.appendChild(el("p", "badge", "WAITING"));
       box.appendChild(el("p", "phrase", entry.phrase));
       const time = el("p", "sofar", `so far ${seconds(soFar(entry, k))}`);
       time.dataset.since = String(entry.since_ms);
@@ -136,16 +136,14 @@
         e.blockers.forEach((b) => edges.push({ from: e.session, to: b, what: e.kind }));
       }
     });
+    box.hidden = !edges.length;
+    if (!edges.length) return;
     box.appendChild(el("h2", null, "Who waits for whom"));
-    if (!edges.length) {
-      box.appendChild(el("p", "quiet", "Nobody is waiting."));
-      return;
-    }
     const sessions = state.lesson.sessions;
     const gap = 150;
     const width = gap * sessions.length;
     const svg = document.createElementNS(SVG, "svg");
-    svg.setAttribute("viewBox", `0 0 ${width} 150`);
+    svg.setAttribute("viewBox", `0 0 ${width} 100`);
     svg.setAttribute("role", "img");
     const defs = document.createElementNS(SVG, "defs");
     const marker = document.createElementNS(SVG, "marker");
@@ -160,10 +158,11 @@
     edges.forEach((edge, i) => {
       const x1 = x(edge.from);
       const x2 = x(edge.to);
+      // Rightwards above the names, leftwards below, so a cycle's two arrows part.
       const up = x1 < x2 ? -1 : 1;
-      const bow = 75 + up * (40 + 8 * i);
+      const bow = 50 + up * (44 + 4 * i);
       const path = document.createElementNS(SVG, "path");
-      path.setAttribute("d", `M${x1},${75 + up * 18} Q${(x1 + x2) / 2},${bow} ${x2},${75 + up * 18}`);
+      path.setAttribute("d", `M${x1},${50 + up * 14} Q${(x1 + x2) / 2},${bow} ${x2},${50 + up * 14}`);
       path.setAttribute("class", "edge");
       path.setAttribute("marker-end", "url(#wf-head)");
       svg.appendChild(path);
@@ -171,7 +170,7 @@
     sessions.forEach((s) => {
       const text = document.createElementNS(SVG, "text");
       text.setAttribute("x", String(x(s.name)));
-      text.setAttribute("y", "82");
+      text.setAttribute("y", "58");
       text.setAttribute("text-anchor", "middle");
       text.setAttribute("class", "node");
       text.setAttribute("fill", s.colour);
@@ -287,13 +286,18 @@
 
   function apply(next) {
     if (state && next.version <= state.version) return;
-    const moved = !state || next.entries.length !== state.entries.length;
+    const moved = !state || next.entries.length !== state.entries.length || next.phase !== state.phase
+      || next.asking !== state.asking;
     state = next;
     received = performance.now();
     draw();
-    // Following the lesson, the newest entry stays in sight, as on a projected terminal.
-    const last = $("columns").lastElementChild;
-    if (moved && view === null && last) last.scrollIntoView({ block: "nearest" });
+    // Following the lesson, its newest step stays in sight, as on a projected terminal.
+    if (moved && view === null) follow();
+  }
+
+  function follow() {
+    const stage = $("stage");
+    stage.scrollTop = stage.scrollHeight;
   }
 
   function tick() {
@@ -332,6 +336,7 @@
     view = Math.max(0, Math.min(k, state.at));
     if (view >= state.at) view = null;
     draw();
+    follow();
   }
 
   function keys(event) {
@@ -359,7 +364,7 @@
   async function start() {
     $("back").addEventListener("click", () => look(-1));
     $("forward").addEventListener("click", () => look(1));
-    $("latest").addEventListener("click", () => { view = null; draw(); });
+    $("latest").addEventListener("click", () => { view = null; draw(); follow(); });
     $("step").addEventListener("click", stepRun);
     document.addEventListener("keydown", keys);
     const answer = await fetch(`/api/state?teacher=${encodeURIComponent(token)}`);
