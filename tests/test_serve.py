@@ -5,6 +5,7 @@ up; the page neither overlaps nor cuts its text at 1280x720 nor on an 800x600 pr
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from conftest import dsn_of, left_behind, scratch_databases
@@ -192,6 +193,11 @@ def test_ctrl_c_ends_the_lesson_on_every_page_and_leaves_nothing(embedded, pages
         student = pages(served.students)
         step_through(teacher, [student], 7)
         student.wait_for_selector("#columns .waiting")
+        time.sleep(1.5)
+        # A page that joins long after the wait began counts its time from when it began.
+        late = pages(served.students)
+        so_far = late.inner_text("#columns .waiting .sofar")
+        assert so_far.endswith(" s") and float(so_far.split()[-2]) >= 1.5, so_far
         served.interrupt()
         for page in (teacher, student):
             page.wait_for_selector("body[data-ended=true]")

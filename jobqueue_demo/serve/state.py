@@ -154,7 +154,7 @@ class LessonState:
             return self._cycles[number] if 0 <= number < len(self._cycles) else None
 
     def json(self) -> tuple[int, str]:
-        """(version, the state as JSON) for a page; the clock is the lesson's at this version."""
+        """(version, the state as JSON) for a page."""
         with self._lock:
             return self.version, self._json
 
@@ -249,7 +249,6 @@ class LessonState:
             "next": self._step_json(self._held),
             "phase": self.phase,
             "message": self.message,
-            "clock_ms": self.now_ms(),
             "step_ms": self._step_ms,
             "entries": self._entries,
             "asking": asking,

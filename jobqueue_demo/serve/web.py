@@ -82,7 +82,7 @@ class Hub:
                 version, text = self.state.json()
                 if version != sent:
                     sent = version
-                    yield f"event: state\ndata: {text}\n\n"
+                    yield f"event: state\ndata: {_with_clock(self.state, text)}\n\n"
                 if self.closed:
                     yield "event: end\ndata: {}\n\n"
                     return
@@ -106,6 +106,12 @@ class Hub:
             self._flags.discard(flag)
 
 
+def _with_clock(state: LessonState, text: str) -> str:
+    """The state with the lesson's clock now: a page that joins long after the last change
+    still counts a wait's time from the right moment."""
+    return '{"now_ms": %.1f, "state": %s}' % (state.now_ms(), text)
+
+
 def _asset(name: str) -> bytes:
     return files(__package__).joinpath("static", name).read_bytes()
 
@@ -127,7 +133,7 @@ def build_app(state: LessonState, teacher: Teacher, hub: Hub, token: str, hosts:
 
     async def current(request: Request) -> Response:
         _, text = state.json()
-        body = '{"teacher": %s, "state": %s}' % ("true" if is_teacher(request) else "false", text)
+        body = '{"teacher": %s, %s' % ("true" if is_teacher(request) else "false", _with_clock(state, text)[1:])
         return Response(body, media_type="application/json", headers=_headers(PAGE_CSP))
 
     async def events(request: Request) -> Response:

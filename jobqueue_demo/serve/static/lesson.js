@@ -11,6 +11,7 @@
   let teacher = false;
   let view = null; // the step looked at; null: the latest, following the run
   let received = 0; // performance.now() when `state` arrived
+  let clock = 0; // the lesson's clock (ms) then, as the server sent it
   let pending = false; // a step request in flight
 
   function el(tag, cls, text) {
@@ -51,9 +52,10 @@
 
   // How long a wait had lasted at step k: live at the latest step, else until the next step began.
   function soFar(entry, k) {
-    if (k === state.at) return state.clock_ms + (performance.now() - received) - entry.since_ms;
+    const now = clock + (performance.now() - received);
+    if (k === state.at) return now - entry.since_ms;
     const next = state.step_ms[k + 1];
-    return (next === undefined ? state.clock_ms : next) - entry.since_ms;
+    return (next === undefined ? now : next) - entry.since_ms;
   }
 
   function sessionIndex(name) {
@@ -284,12 +286,14 @@
     body.renderedAt = String(performance.timeOrigin + performance.now());
   }
 
-  function apply(next) {
+  function apply(message) {
+    const next = message.state;
     if (state && next.version <= state.version) return;
     const moved = !state || next.entries.length !== state.entries.length || next.phase !== state.phase
       || next.asking !== state.asking;
     state = next;
     received = performance.now();
+    clock = message.now_ms;
     draw();
     // Following the lesson, its newest step stays in sight, as on a projected terminal.
     if (moved && view === null) follow();
@@ -305,7 +309,7 @@
     document.querySelectorAll(".sofar").forEach((node) => {
       const since = Number(node.dataset.since);
       if (looked() === state.at && state.phase !== "over" && state.phase !== "stopped") {
-        node.textContent = `so far ${seconds(state.clock_ms + (performance.now() - received) - since)}`;
+        node.textContent = `so far ${seconds(clock + (performance.now() - received) - since)}`;
       }
     });
   }
@@ -370,7 +374,7 @@
     const answer = await fetch(`/api/state?teacher=${encodeURIComponent(token)}`);
     const first = await answer.json();
     teacher = first.teacher;
-    apply(first.state);
+    apply(first);
     listen();
     setInterval(tick, 250);
   }
