@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -105,9 +106,10 @@ class Served:
             self.process.wait()
 
 
-def browser(playwright):
-    """Debian's chromium: Playwright never downloads a browser of its own here."""
-    return playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+def browser(playwright, executable: str | None = None):
+    """Debian's chromium (`make install`): Playwright never downloads a browser of its own here."""
+    path = executable or shutil.which("chromium") or "/usr/bin/chromium"
+    return playwright.chromium.launch(executable_path=path, args=["--no-sandbox"])
 
 
 def at_step(page, step: int, timeout: float = 20_000) -> None:

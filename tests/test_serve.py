@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 from conftest import dsn_of, left_behind, scratch_databases
@@ -21,7 +23,7 @@ SEED_STEPS = 14
 def pages(chromium):  # noqa: F811
     """A function opening a page at an address, in one browser for the test."""
     with sync_api.sync_playwright() as playwright:
-        chrome = browser(playwright)
+        chrome = browser(playwright, chromium)
         opened = []
 
         def open_page(address: str, width: int = 1280, height: int = 720):
@@ -300,8 +302,26 @@ def test_no_route_serves_a_file_by_its_name(embedded):
                      "/api/cycle/0.svg", "/api/cycle/-1.svg", "/lesson.html", "/pyproject.toml", "/etc/passwd"):
             status, _, body = served.get(path)
             assert status == 404, (path, status, body[:200])
+        # On the loopback, a request naming another host is a web site that pointed its name
+        # at 127.0.0.1 (DNS rebinding): refused, the token or not.
+        request = urllib.request.Request(served.teacher, headers={"Host": "lesson.attacker.example"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 400
         served.press("q")
         served.finish()
+
+
+def test_a_classroom_network_address_is_printed_and_answers(embedded):
+    with Served("skip-locked", "--host", "0.0.0.0", dsn=dsn_of(embedded)) as served:
+        host = served.students.split("//", 1)[1].split(":", 1)[0]
+        assert host != "0.0.0.0" and served.teacher.startswith(served.students + "?teacher=")
+        port = served.students.rsplit(":", 1)[1].strip("/")
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/state", headers={"Host": f"{host}:{port}"})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            assert json.loads(answer.read())["teacher"] is False
+        served.press("q")
+        assert served.finish() == 0
 
 
 BIG = """title: big results
