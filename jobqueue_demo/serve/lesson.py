@@ -11,7 +11,7 @@ from ..errors import UsageError
 from ..render.stepper import Quit
 from .state import OVER, STOPPED, LessonState
 from .teacher import Teacher
-from .web import Hub, WebServer, allowed_hosts, build_app, listen
+from .web import Hub, LessonApp, WebServer, allowed_hosts, listen
 
 
 @dataclass(eq=False)
@@ -63,7 +63,7 @@ class Lesson:
         port = sock.getsockname()[1]
         base = f"http://{shown_host(options.host)}:{port}/"
         self.addresses = Addresses(base, f"{base}?teacher={self.token}")
-        app = build_app(self.state, self.teacher, self.hub, self.token, allowed_hosts(options.host))
+        app = LessonApp(self.state, self.teacher, self.hub, self.token).starlette(allowed_hosts(options.host))
         self.web = WebServer(app, sock)
 
     def __enter__(self) -> Lesson:

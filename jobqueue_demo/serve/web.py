@@ -14,6 +14,7 @@ import json
 import secrets
 import socket
 import threading
+from contextlib import asynccontextmanager
 from importlib.resources import files
 
 from starlette.applications import Starlette
@@ -72,7 +73,7 @@ class Hub:
         for flag in self._flags:
             flag.set()
 
-    async def changes(self, request: Request):
+    async def changes(self):
         """The state as server-sent events: now, then after each change, the latest only."""
         flag = asyncio.Event()
         self._flags.add(flag)
@@ -116,87 +117,98 @@ def _asset(name: str) -> bytes:
     return files(__package__).joinpath("static", name).read_bytes()
 
 
-def build_app(state: LessonState, teacher: Teacher, hub: Hub, token: str, hosts: list[str]) -> Starlette:
-    page = _asset("index.html")
-    assets = {path: (_asset(name), kind) for path, (name, kind) in ASSETS.items()}
+def _json(body: dict, status: int = 200) -> JSONResponse:
+    return JSONResponse(body, status, headers=_headers(PAGE_CSP))
 
-    def is_teacher(request: Request) -> bool:
-        given = request.query_params.get("teacher", "")
-        return secrets.compare_digest(given.encode("utf-8", "replace"), token.encode())
 
-    async def index(request: Request) -> Response:
-        return Response(page, media_type="text/html; charset=utf-8", headers=_headers(PAGE_CSP))
+class LessonApp:
+    """The routes, one method each, over the lesson's state, the teacher's controls and the hub."""
 
-    async def asset(request: Request) -> Response:
-        body, kind = assets[request.url.path]
+    def __init__(self, state: LessonState, teacher: Teacher, hub: Hub, token: str):
+        self.state = state
+        self.teacher = teacher
+        self.hub = hub
+        self.token = token.encode()
+        self.page = _asset("index.html")
+        self.assets = {path: (_asset(name), kind) for path, (name, kind) in ASSETS.items()}
+
+    def starlette(self, hosts: list[str]) -> Starlette:
+        routes = [
+            Route("/", self.index),
+            *(Route(path, self.asset) for path in ASSETS),
+            Route("/api/state", self.current),
+            Route("/api/events", self.events),
+            Route("/api/step", self.step, methods=["POST"]),
+            Route("/api/vote", self.vote, methods=["POST"]),
+            Route("/api/cycle/{number:int}.svg", self.cycle),
+            Route("/lesson.html", self.whole_run),
+        ]
+        middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)]
+        return Starlette(routes=routes, middleware=middleware, lifespan=asynccontextmanager(self.started))
+
+    async def started(self, app):
+        self.hub.loop = asyncio.get_running_loop()  # the loop the run's thread wakes every stream on
+        yield
+
+    def is_teacher(self, request: Request) -> bool:
+        return secrets.compare_digest(request.query_params.get("teacher", "").encode("utf-8", "replace"), self.token)
+
+    async def index(self, request: Request) -> Response:
+        return Response(self.page, media_type="text/html; charset=utf-8", headers=_headers(PAGE_CSP))
+
+    async def asset(self, request: Request) -> Response:
+        body, kind = self.assets[request.url.path]
         return Response(body, media_type=kind, headers=_headers(PAGE_CSP))
 
-    async def current(request: Request) -> Response:
-        _, text = state.json()
-        body = '{"teacher": %s, %s' % ("true" if is_teacher(request) else "false", _with_clock(state, text)[1:])
+    async def current(self, request: Request) -> Response:
+        _, text = self.state.json()
+        body = '{"teacher": %s, %s' % ("true" if self.is_teacher(request) else "false", _with_clock(self.state, text)[1:])
         return Response(body, media_type="application/json", headers=_headers(PAGE_CSP))
 
-    async def events(request: Request) -> Response:
+    async def events(self, request: Request) -> Response:
         headers = _headers(PAGE_CSP) | {"X-Accel-Buffering": "no"}
-        return StreamingResponse(hub.changes(request), media_type="text/event-stream", headers=headers)
+        return StreamingResponse(self.hub.changes(), media_type="text/event-stream", headers=headers)
 
-    async def step(request: Request) -> Response:
-        if not is_teacher(request):
-            return JSONResponse({"error": "only the teacher's page steps the lesson"}, 403, headers=_headers(PAGE_CSP))
+    async def step(self, request: Request) -> Response:
+        """The teacher's press: answered once the step has run (or revealed the class's tally)."""
+        if not self.is_teacher(request):
+            return _json({"error": "only the teacher's page steps the lesson"}, 403)
+        state = self.state
         try:
             # A script may ask before the run is ready (its sessions connecting) or while a step runs.
-            await asyncio.wait_for(hub.until(lambda: state.phase not in (BEFORE, RUNNING)), STEP_ANSWER_S)
+            await asyncio.wait_for(self.hub.until(lambda: state.phase not in (BEFORE, RUNNING)), STEP_ANSWER_S)
             before, _ = state.json()
-            if not teacher.press():
-                return JSONResponse({"error": f"no step is waiting ({state.phase})", "phase": state.phase}, 409,
-                                    headers=_headers(PAGE_CSP))
-            await asyncio.wait_for(hub.until(lambda: state.json()[0] > before and state.phase != RUNNING), STEP_ANSWER_S)
+            if not self.teacher.press():
+                return _json({"error": f"no step is waiting ({state.phase})", "phase": state.phase}, 409)
+            await asyncio.wait_for(self.hub.until(lambda: state.json()[0] > before and state.phase != RUNNING), STEP_ANSWER_S)
         except asyncio.TimeoutError:
             pass
-        return JSONResponse({"at": state.at, "phase": state.phase, "version": state.json()[0]}, headers=_headers(PAGE_CSP))
+        return _json({"at": state.at, "phase": state.phase, "version": state.json()[0]})
 
-    async def vote(request: Request) -> Response:
+    async def vote(self, request: Request) -> Response:
+        # JSON only: a form posted from another site cannot send it without the browser asking first.
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-            return JSONResponse({"error": "a vote is JSON"}, 415, headers=_headers(PAGE_CSP))
+            return _json({"error": "a vote is JSON"}, 415)
         try:
             body = json.loads((await request.body())[:1000])
             voter, choice = str(body["voter"])[:64], str(body["choice"])
         except (ValueError, KeyError, TypeError):
-            return JSONResponse({"error": "a vote is {\"voter\": ..., \"choice\": ...}"}, 400, headers=_headers(PAGE_CSP))
-        if not state.vote(voter, choice):
-            return JSONResponse({"error": "no step is asking for a prediction"}, 409, headers=_headers(PAGE_CSP))
-        hub.publish()
-        return JSONResponse({"ok": True}, headers=_headers(PAGE_CSP))
+            return _json({"error": 'a vote is {"voter": ..., "choice": ...}'}, 400)
+        if not self.state.vote(voter, choice):
+            return _json({"error": "no step is asking for a prediction"}, 409)
+        self.hub.publish()
+        return _json({"ok": True})
 
-    async def cycle(request: Request) -> Response:
-        svg = state.cycle_svg(request.path_params["number"])
+    async def cycle(self, request: Request) -> Response:
+        svg = self.state.cycle_svg(request.path_params["number"])
         if svg is None:
             return Response("no such picture", 404, headers=_headers(IMAGE_CSP))
         return Response(svg, media_type="image/svg+xml", headers=_headers(IMAGE_CSP))
 
-    async def whole_run(request: Request) -> Response:
-        if state.page_html is None:
+    async def whole_run(self, request: Request) -> Response:
+        if self.state.page_html is None:
             return Response("the lesson is not over yet", 404, headers=_headers(EXPORT_CSP))
-        return Response(state.page_html, media_type="text/html; charset=utf-8", headers=_headers(EXPORT_CSP))
-
-    async def started(app):  # the loop every page's stream runs on, for the run's thread to wake
-        hub.loop = asyncio.get_running_loop()
-        yield
-
-    routes = [
-        Route("/", index),
-        *(Route(path, asset) for path in ASSETS),
-        Route("/api/state", current),
-        Route("/api/events", events),
-        Route("/api/step", step, methods=["POST"]),
-        Route("/api/vote", vote, methods=["POST"]),
-        Route("/api/cycle/{number:int}.svg", cycle),
-        Route("/lesson.html", whole_run),
-    ]
-    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)]
-    from contextlib import asynccontextmanager
-
-    return Starlette(routes=routes, middleware=middleware, lifespan=asynccontextmanager(started))
+        return Response(self.state.page_html, media_type="text/html; charset=utf-8", headers=_headers(EXPORT_CSP))
 
 
 def allowed_hosts(host: str) -> list[str]:
