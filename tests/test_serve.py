@@ -373,3 +373,19 @@ def test_a_page_that_reads_nothing_or_vanishes_never_holds_up_the_run(embedded, 
         assert served.finish() == 0, served.err
         for sock in stuck:
             sock.close()
+
+
+def test_a_taken_port_is_one_line_and_leaves_nothing(embedded):
+    import socket
+
+    from conftest import cli
+
+    before = scratch_databases(embedded)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = cli("serve", "skip-locked", "--port", str(port), "--dsn", dsn_of(embedded))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == f"jobqueue-demo: cannot listen on 127.0.0.1:{port}: Address already in use; --port 0 takes any free port"
+    assert left_behind(embedded, before) == set()
