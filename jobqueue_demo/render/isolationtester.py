@@ -56,6 +56,17 @@ class IsolationtesterView:
             return self._script(event)
         if isinstance(event, ev.Notified):
             return f'{event.session}: NOTIFY "{event.channel}" with payload "{event.payload}" from {event.sender}\n'
+        return self._explored(event)
+
+    def _explored(self, event) -> str:
+        """What only explore's permutations have, in lines of the same form: a fault done in a
+        step's place, a permutation that could not complete, the invariants after it."""
+        if isinstance(event, ev.FaultApplied):
+            return f"step {self.scenario.steps[event.index].comment}!{event.action}: <{event.detail}>\n"
+        if isinstance(event, ev.PermutationStuck):
+            return f"{event.message}\n"
+        if isinstance(event, ev.Checked):
+            return "".join(_invariant(inv, got) for inv, got in event.results)
         return ""
 
     def _script(self, event: ev.ScriptAnswered) -> str:
@@ -84,6 +95,12 @@ class IsolationtesterView:
 
 def _each(result: Result) -> tuple[Result, ...]:
     return tuple(getattr(result, "earlier", ())) + (result,)
+
+
+def _invariant(invariant, got: Result) -> str:
+    if got.error is None and not got.rows:
+        return f"invariant {invariant.name}: holds\n"
+    return f"invariant {invariant.name}: VIOLATED\n" + _answer("", got)
 
 
 def _answer(session: str, result: Result) -> str:
