@@ -37,7 +37,10 @@ class IsolationtesterView:
         text = self.text(event)
         if text:
             self.out.write(shown(text) if self.terminal else text)
-            self.out.flush()
+            # A file or a pipe is written when a step is seen waiting (what a reader watches
+            # for), else as its buffer fills: a flush an event was a system call a line.
+            if self.terminal or isinstance(event, ev.Waiting):
+                self.out.flush()
 
     def text(self, event) -> str:
         if isinstance(event, ev.RunStarted):
