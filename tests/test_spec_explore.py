@@ -154,3 +154,20 @@ def test_lessons_lists_the_shipped_specs_with_their_permutations(tmp_path):
     assert lost[0].strip().startswith("Claims marked in autocommit: a worker's UPDATE ... RETURNING marks its job")
     assert lost[1].strip() == "sessions w1, w2; engines postgresql; 6 permutation(s)"
     assert "\nall-interleavings.spec" in specs and "6 permutation(s)" in specs.split("\nall-interleavings.spec", 1)[1]
+
+
+@needs_pg
+@pytest.mark.parametrize("appname", ["", "isolation/jqdtest"])
+def test_a_specs_sessions_are_named_as_isolationtesters(appname, tmp_path):
+    """isolationtester appends /SESSION to the application_name it was given ($PGAPPNAME, as
+    pg_isolation_regress sets it): a spec that reads its own name prints the same."""
+    if not REFERENCE.exists():
+        pytest.skip(f"no {REFERENCE} (Debian's postgresql-15)")
+    spec = tmp_path / "appname.spec"
+    spec.write_text("session s1\nstep a { SELECT application_name FROM pg_stat_activity WHERE pid = pg_backend_pid(); }\n")
+    env = {"PGAPPNAME": appname} if appname else {}
+    theirs = subprocess.run([str(REFERENCE), "host=127.0.0.1 user=root dbname=test"], stdin=open(spec),
+                            capture_output=True, text=True, timeout=60, env=env).stdout
+    ours = cli("run", str(spec), "--dsn", LOCAL_PG_DSN, "--format", "isolationtester", env=env)
+    assert ours.returncode == 0, ours.stderr
+    assert f"\n{appname}/s1" in theirs and ours.stdout == theirs

@@ -19,6 +19,7 @@ does not answer within the step timeout ends the run (StuckError) rather than be
 
 from __future__ import annotations
 
+import os
 import select
 import time
 from collections.abc import Iterator
@@ -127,6 +128,12 @@ class SpecRun:
         # A step that has sent rows and then waits for a lock is waiting, as libpq's
         # PQisBusy tells isolationtester; and every row, value and notice is printed.
         session.whole = True
+        # Named as isolationtester names its sessions (what $PGAPPNAME says, then /SESSION),
+        # for a spec that looks itself up in pg_stat_activity.
+        named = f"{os.environ.get('PGAPPNAME', '')}/{session.name}".replace("'", "''")
+        answer = self.server.seam.answer(session.conn, f"SET application_name = '{named}'")
+        if answer.error:
+            raise ServerError(f"{session.name}'s application_name was refused: {answer.error}")
 
     # -- one permutation ----------------------------------------------------------
 
