@@ -171,3 +171,16 @@ def test_a_specs_sessions_are_named_as_isolationtesters(appname, tmp_path):
     ours = cli("run", str(spec), "--dsn", LOCAL_PG_DSN, "--format", "isolationtester", env=env)
     assert ours.returncode == 0, ours.stderr
     assert f"\n{appname}/s1" in theirs and ours.stdout == theirs
+
+
+@needs_pg
+def test_a_sample_of_a_specs_permutations_is_drawn_by_its_seed():
+    first, again = (
+        json.loads(cli("explore", "held-claim.spec", "--dsn", LOCAL_PG_DSN, "--faults", "rollback,disconnect",
+                       "--sample", "5", "--seed", "3", "--json").stdout)
+        for _ in range(2)
+    )
+    assert first["explored"] == 5 and first["planned"] > 5 and first["seed"] == 3
+    assert first["outcomes"] == again["outcomes"]
+    done = cli("explore", "held-claim.spec", "--dsn", LOCAL_PG_DSN, "--max-schedules", "4")
+    assert "space: 20 permutations, the first 4 run" in done.stdout
