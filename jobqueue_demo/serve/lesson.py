@@ -70,6 +70,7 @@ class Lesson:
         try:
             self.web.start()
         except BaseException:
+            self.web.sock.close()
             self.teacher.close()
             raise
         return self
