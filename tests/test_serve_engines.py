@@ -87,3 +87,32 @@ def test_a_cluster_lesson_names_each_node(cluster):  # noqa: F811  skips where n
     assert labels[:2] == ["A@1", "B@2"]
     sql = [line["text"] for e in last["entries"] if e["type"] == "lines" for line in e["lines"]]
     assert any(text.startswith("B@2> ") for text in sql)
+
+
+STUCK = """title: stuck
+sessions: [A, B]
+setup: |
+  CREATE TABLE t (id INT PRIMARY KEY);
+  INSERT INTO t VALUES (1);
+steps:
+  - A: BEGIN;
+  - A: SELECT * FROM t WHERE id = 1 FOR UPDATE;
+  - B: BEGIN;
+  - B: SELECT * FROM t WHERE id = 1 FOR UPDATE;
+  - B: SELECT 1;
+"""
+
+
+def test_a_run_that_cannot_go_on_tells_every_page_why_and_exits_1(embedded, tmp_path):
+    from conftest import left_behind, scratch_databases
+
+    lesson = tmp_path / "stuck.yaml"
+    lesson.write_text(STUCK)
+    before = scratch_databases(embedded)
+    with Served(str(lesson), dsn=dsn_of(embedded)) as served:
+        answers = [json.loads(served.post(f"/api/step?teacher={served.token}")[1]) for _ in range(5)]
+        assert [a["phase"] for a in answers] == ["ready"] * 4 + ["stopped"]
+        assert "B's next statement cannot be sent" in answers[-1]["message"]
+        assert served.finish() == 1
+    assert "B's next statement cannot be sent" in served.err and "Traceback" not in served.err
+    assert left_behind(embedded, before) == set()

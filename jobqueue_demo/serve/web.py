@@ -183,7 +183,7 @@ class LessonApp:
             await asyncio.wait_for(self.hub.until(lambda: state.json()[0] > before and state.phase != RUNNING), STEP_ANSWER_S)
         except asyncio.TimeoutError:
             pass
-        return _json({"at": state.at, "phase": state.phase, "version": state.json()[0]})
+        return _json({"at": state.at, "phase": state.phase, "version": state.json()[0], "message": state.message})
 
     async def vote(self, request: Request) -> Response:
         # JSON only: a form posted from another site cannot send it without the browser asking first.
