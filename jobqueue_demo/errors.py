@@ -69,6 +69,14 @@ class ScenarioError(DemoError):
         super().__init__(f"{where}: {message}")
 
 
+class SpecSetupFailed(ScenarioError):
+    """A spec's setup block (or a session's) failed: the run ends there, as isolationtester's
+    does. The failure was told as an event first; `--format isolationtester` ends with its exit
+    code (1) and no further line, as isolationtester does."""
+
+    isolationtester_exit = EXIT_MISMATCH
+
+
 class RecordError(DemoError):
     """`record` would have written a file that does not load or does not hold; nothing was written."""
 

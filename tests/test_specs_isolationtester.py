@@ -158,6 +158,14 @@ def test_a_spec_with_mysql_bodies_compares_postgresql_with_mariadb():
     assert out.count("-- permutation: a_claim b_wait") == 2  # each side heads its second permutation
 
 
+SETUP_FAILS = """
+setup { CREATE TABLE shape_made (id int); }
+setup { SELEC 1; }
+teardown { DROP TABLE shape_made; }
+session s1
+step s1a { SELECT 1 AS one; }
+"""
+
 # Shapes met in PostgreSQL's own isolation specs, each written here in a small spec of its own
 # (none is a copy of PostgreSQL's): the comparison wants isolationtester's output exactly.
 SHAPES = {
@@ -215,6 +223,21 @@ session s2
 step s2a { SELECT 2 AS y; }
 teardown { DROP TABLE shape_t; }
 """,
+    # A setup block that fails (a syntax error, after an earlier block made a table): the run
+    # ends there, `setup failed:` in libpq's words on standard error (PostgreSQL's specs meet
+    # this only when a server lacks what they need, e.g. prepared transactions).
+    "setup-fails": SETUP_FAILS,
+    # A session's setup that fails, after another session's setup printed its rows.
+    "session-setup-fails": """
+setup { CREATE TABLE shape_ok (id int); }
+teardown { DROP TABLE shape_ok; }
+session s1
+setup { SELECT 1 AS first_session_ready; }
+step s1a { SELECT 1 AS one; }
+session s2
+setup { INSERT INTO shape_missing VALUES (1); }
+step s2a { SELECT 2 AS two; }
+""",
 }
 
 
@@ -266,3 +289,18 @@ def test_a_spec_answer_read_whole_stays_within_the_memory_bound(pg_embedded, tmp
     assert "an answer too big to read: it took more than 64 MiB of memory" in out.getvalue().decode(errors="replace"), err
     assert proc.returncode == 3 and "s1's connection is gone" in err, err
     assert usage.ru_maxrss < 400 * 1024, f"the run grew to {usage.ru_maxrss // 1024} MB"
+
+
+def test_a_failed_setup_ends_the_run_with_isolationtesters_words_and_exit_code(pg_embedded, tmp_path):
+    """isolationtester exits 1 after `setup failed: ...`; the tool's own formats keep its one
+    line and exit 2. Either way the scratch database goes with the run."""
+    spec = tmp_path / "setup-fails.spec"
+    spec.write_text(SETUP_FAILS)
+    done = cli("run", str(spec), "--dsn", pg_dsn(pg_embedded), "--format", "isolationtester", timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == "Parsed test spec with 1 sessions\n\nstarting permutation: s1a\n"
+    assert done.stderr == 'setup failed: ERROR:  syntax error at or near "SELEC"\nLINE 1: SELEC 1;\n        ^\n'
+    done = cli("run", str(spec), "--dsn", pg_dsn(pg_embedded), timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith(f'{spec}: setup failed: ERROR:  syntax error at or near "SELEC"'), done.stderr
+    assert done.stderr.count("setup failed") == 1

@@ -69,7 +69,7 @@ def run(
       jobqueue-demo run skip-locked.spec --format isolationtester
     """
     from .. import api
-    from ..errors import UsageError
+    from ..errors import SpecSetupFailed, UsageError
     from ..render.stepper import Interrupted, Pacing, Quit
     from ..render.transcript import prompted
 
@@ -98,6 +98,11 @@ def run(
 
             try:
                 report = api.run(loaded, server, step_timeout, on_event, show_locks)
+            except SpecSetupFailed as failed:
+                if fmt is not RunFormat.isolationtester:
+                    raise
+                # Told on standard error by the view, in isolationtester's words; its exit code.
+                raise typer.Exit(failed.isolationtester_exit) from None
             except Quit as stop:
                 say(f"-- {stop}: sessions rolled back, scratch database dropped")
                 say_notes(stop)

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from ..engine.types import Result
-from ..errors import ScenarioError, ServerError, StuckError
+from ..errors import ServerError, SpecSetupFailed, StuckError
 from ..scenario.model import Scenario
 from . import events as ev
 from .connections import Connections
@@ -289,10 +289,10 @@ class SpecRun:
             if lines:
                 self._count(name, len(lines))
                 yield ev.Noticed(name, lines)
+        yield ev.ScriptAnswered(what, name, result)
         if result.error and fatal:
             where = f"setup of session {name}" if name else "setup"
-            raise ScenarioError(self.scenario.path, f"{where} failed: {result.error}")
-        yield ev.ScriptAnswered(what, name, result)
+            raise SpecSetupFailed(self.scenario.path, f"{where} failed: {result.error}")
 
 
 def libpq_notice(diagnostic) -> str:
