@@ -69,14 +69,6 @@ class ScenarioError(DemoError):
         super().__init__(f"{where}: {message}")
 
 
-class SpecSetupFailed(ScenarioError):
-    """A spec's setup block (or a session's) failed: the run ends there, as isolationtester's
-    does. The failure was told as an event first; `--format isolationtester` ends with its exit
-    code (1) and no further line, as isolationtester does."""
-
-    isolationtester_exit = EXIT_MISMATCH
-
-
 class RecordError(DemoError):
     """`record` would have written a file that does not load or does not hold; nothing was written."""
 
@@ -93,6 +85,29 @@ class StuckError(DemoError):
     """The schedule cannot go on: the next step waits on something nothing will release."""
 
     exit_code = EXIT_MISMATCH
+
+
+class IsolationtesterEnd(DemoError):
+    """An end of a spec's run that isolationtester comes to as well; with `--format
+    isolationtester` it ends as isolationtester does, `words` on standard error (empty: told
+    already, as an event) and exit code 1."""
+
+    isolationtester_exit = EXIT_MISMATCH
+    words = ""
+
+
+class SpecSetupFailed(IsolationtesterEnd, ScenarioError):
+    """A spec's setup block (or a session's) failed: the run ends there; the failure was told
+    as an event first."""
+
+
+class SpecAbandoned(IsolationtesterEnd, StuckError):
+    """A spec's run given up as isolationtester gives it up: a step still running after twice
+    the step timeout, or steps still held by their annotations at a permutation's end."""
+
+    def __init__(self, message: str, more: str = ""):
+        super().__init__(f"{message} ({more})" if more else message)
+        self.words = message + "\n" + (more + "\n" if more else "")
 
 
 class FetchTimeout(StuckError):

@@ -304,3 +304,54 @@ def test_a_failed_setup_ends_the_run_with_isolationtesters_words_and_exit_code(p
     assert done.returncode == 2
     assert done.stderr.strip().endswith(f'{spec}: setup failed: ERROR:  syntax error at or near "SELEC"'), done.stderr
     assert done.stderr.count("setup failed") == 1
+
+
+# isolationtester's max_step_wait, shortened by its own variable: a step still running after
+# it is cancelled (and its answer is the cancel's error); one still running after twice it
+# (its plpgsql swallows the cancel) ends the run, without teardown, exit 1.
+CANCELLED = """
+setup { CREATE TABLE shape_slow (id int); }
+teardown { DROP TABLE shape_slow; }
+session s1
+step s1slow { SELECT pg_sleep(4) AS slept; }
+step s1after { SELECT 1 AS after; }
+session s2
+step s2a { SELECT 2 AS two; }
+permutation s1slow s2a s1after
+"""
+# The postmaster signals a cancelled backend twice (its pid, then its process group): the
+# second signal may cancel the statement after the first was swallowed, so that is swallowed too.
+STUBBORN = """
+session s1
+step s1stubborn { DO $$ BEGIN
+  BEGIN PERFORM pg_sleep(3); EXCEPTION WHEN query_canceled THEN RAISE NOTICE 'cancel swallowed'; END;
+  BEGIN PERFORM pg_sleep(3); EXCEPTION WHEN query_canceled THEN NULL; END;
+  PERFORM pg_sleep(3); END $$; }
+step s1after { SELECT 1 AS after; }
+"""
+
+
+@pytest.mark.parametrize("spec_text", [CANCELLED, STUBBORN], ids=["cancelled", "timed-out"])
+def test_a_step_past_isolationtesters_wait_is_cancelled_then_given_up_as_there(spec_text, tmp_path):
+    missing = _compare_missing()
+    if missing:
+        pytest.skip(missing)
+    spec = tmp_path / "slow.spec"
+    spec.write_text(spec_text)
+    jq = str(Path(sys.executable).parent / "jobqueue-demo")
+    env = {**os.environ, "PGISOLATIONTIMEOUT": "1"}
+    done = subprocess.run(["bash", str(COMPARE), str(spec), jq], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+
+
+def test_a_step_that_outlives_twice_the_step_timeout_ends_the_run_in_isolationtesters_words(pg_embedded, tmp_path):
+    spec = tmp_path / "stubborn.spec"
+    spec.write_text(STUBBORN)
+    done = cli("run", str(spec), "--dsn", pg_dsn(pg_embedded), "--format", "isolationtester", "--step-timeout", "1", timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.endswith("isolationtester: canceling step s1stubborn after 1 seconds\ns1: NOTICE:  cancel swallowed\n")
+    assert done.stderr == "step s1stubborn timed out after 2 seconds\n"
+    done = cli("run", str(spec), "--dsn", pg_dsn(pg_embedded), "--step-timeout", "1", timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "-- s1stubborn cancelled after 1 s (--step-timeout)" in done.stdout
+    assert done.stderr.strip() == "jobqueue-demo: step s1stubborn timed out after 2 seconds"

@@ -183,6 +183,18 @@ class Notified(Plain):
         self.sender = sender  # the sending session's name, or "PID n" for a connection not the run's
 
 
+class StepCanceled(Plain):
+    """A spec's step still running after the step timeout was cancelled, as isolationtester
+    cancels one after its max_step_wait; its answer (the cancel's error) is read as usual."""
+
+    __slots__ = ("session", "step", "seconds")
+
+    def __init__(self, session: str, step: str, seconds: int):
+        self.session = session
+        self.step = step
+        self.seconds = seconds
+
+
 @dataclass(eq=False)
 class RunFinished:
     """Every step has run and every statement has answered; the sessions close next."""
@@ -192,5 +204,5 @@ class RunFinished:
 
 Event = (
     RunStarted | StepStarting | Narrated | Waiting | Completed | FaultApplied | LocksShown | LocksTaken | Stuck
-    | PermutationStarting | ScriptAnswered | Noticed | Notified | RunFinished
+    | PermutationStarting | ScriptAnswered | Noticed | Notified | StepCanceled | RunFinished
 )

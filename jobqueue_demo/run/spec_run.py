@@ -13,8 +13,9 @@ holds its completion while s2a runs, `(s2a notices 1)` until s2a's session has s
 
 What runs where is the tool's own: the scratch database, the per-run role every block and
 step runs as (the setup blocks on its connection for setups and invariants), the sessions'
-connections (run/connections.py), as for a YAML scenario. Unlike isolationtester, a step that
-does not answer within the step timeout ends the run (StuckError) rather than being cancelled.
+connections (run/connections.py), as for a YAML scenario. The step timeout is isolationtester's
+max_step_wait: a step still running after it is cancelled, and after twice it the run ends
+(on another engine, for `compare`, the run ends after it).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from ..engine.types import Result
-from ..errors import ServerError, SpecSetupFailed, StuckError
+from ..errors import ServerError, SpecAbandoned, SpecSetupFailed, StuckError
 from ..scenario.model import Scenario
 from . import events as ev
 from .connections import Connections
@@ -100,7 +101,7 @@ class SpecRun:
             waiting = yield from self._next(pstep, waiting)
         waiting = yield from self._complete_all(waiting, RETRY)
         if waiting:
-            raise StuckError("failed to complete permutation due to mutually-blocking steps: " + " ".join(p.name for p in waiting))
+            raise SpecAbandoned("failed to complete permutation due to mutually-blocking steps")
         for session in self.spec.sessions:
             if session.teardown:
                 yield from self._script("teardown", session.name, session.teardown, fatal=False)
@@ -109,14 +110,18 @@ class SpecRun:
 
     def _next(self, pstep, waiting: list) -> Iterator[ev.Event]:
         step = self.steps[pstep.name]
-        deadline = time.perf_counter() + 2 * self.timeout
+        started = time.perf_counter()
         while step.session in self.active:  # its session's earlier step is still running
             old = self.active[step.session]
             if not (yield from self._complete(old, RETRY)):
                 waiting.remove(old)
             waiting = yield from self._complete_all(waiting, NONBLOCK | RETRY)
-            if step.session in self.active and time.perf_counter() > deadline:
-                raise StuckError(f"step {old.name} still running after {2 * self.timeout:g} s, before {pstep.name}")
+            took = time.perf_counter() - started
+            if step.session in self.active and took > 2 * self.timeout:
+                # isolationtester's words: held by annotations that nothing will release.
+                active = " ".join(p.name for p in self.active.values())
+                raise SpecAbandoned(f"step {self.active[step.session].name} timed out after {int(took)} seconds",
+                                    f"active steps are: {active}")
         session = self.conns.sessions[step.session]
         index = self.index[pstep.name]
         yield ev.StepStarting(index, self.scenario.steps[index])
@@ -159,7 +164,8 @@ class SpecRun:
         from psycopg import OperationalError
 
         pgconn = session.conn.pgconn
-        deadline = time.perf_counter() + self.timeout
+        started = time.perf_counter()
+        canceled = False
         look = LOOK_EVERY_S if flags & RETRY else FIRST_LOOK_S
         try:
             while pgconn.is_busy():
@@ -174,7 +180,7 @@ class SpecRun:
                         break
                     yield from self._notices(session)
                     return (yield from self._seen_waiting(pstep, session, flags))
-                self._within(deadline, pstep)
+                canceled = yield from self._overdue(pstep, session, started, canceled)
         except OperationalError:
             pass  # the connection is gone: reading the answer tells how
         yield from self._notices(session)
@@ -195,6 +201,19 @@ class SpecRun:
         if not flags & RETRY:
             yield self._waiting(pstep, session, "lock")
         return True
+
+    def _overdue(self, pstep, session, started: float, canceled: bool) -> Iterator[ev.Event]:
+        """isolationtester's limits on one wait for a step: past the step timeout the step is
+        cancelled, once (its answer is then the cancel's error); past twice that the run ends.
+        Whether it has been cancelled is returned."""
+        took = time.perf_counter() - started
+        if took > self.timeout and not canceled:
+            session.conn.pgconn.get_cancel().cancel()
+            yield ev.StepCanceled(session.name, pstep.name, int(took))
+            canceled = True
+        if took > 2 * self.timeout:
+            raise SpecAbandoned(f"step {pstep.name} timed out after {int(took)} seconds")
+        return canceled
 
     def _within(self, deadline: float, pstep) -> None:
         if time.perf_counter() > deadline:
