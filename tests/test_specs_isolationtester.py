@@ -355,3 +355,40 @@ def test_a_step_that_outlives_twice_the_step_timeout_ends_the_run_in_isolationte
     assert done.returncode == 1, done.stdout + done.stderr
     assert "-- s1stubborn cancelled after 1 s (--step-timeout)" in done.stdout
     assert done.stderr.strip() == "jobqueue-demo: step s1stubborn timed out after 2 seconds"
+
+
+# A spec that finds its own sessions in pg_stat_activity by the application_name
+# isolationtester gives them ($PGAPPNAME, as pg_isolation_regress sets it, and /SESSION), as
+# insert-conflict-specconflict lists its sessions' speculative-insertion locks.
+APPLICATION_NAMES = """
+session holder
+step h_lock { SELECT pg_advisory_lock(41) IS NOT NULL AS locked; }
+step h_unlock { SELECT pg_advisory_unlock(41); }
+session waiter
+step w_lock { SELECT pg_advisory_lock(41) IS NOT NULL AS locked; }
+step w_unlock { SELECT pg_advisory_unlock(41); }
+session "the watcher"
+step watch {
+  SELECT pa.application_name, pl.mode, pl.granted
+  FROM pg_locks pl JOIN pg_stat_activity pa USING (pid)
+  WHERE pl.locktype = 'advisory' AND pa.application_name LIKE 'shape-app%'
+  ORDER BY 1, 2, 3;
+}
+step me { SELECT application_name FROM pg_stat_activity WHERE pid = pg_backend_pid(); }
+permutation h_lock w_lock watch me h_unlock w_unlock
+"""
+
+
+@pytest.mark.parametrize("appname", ["shape-app", None], ids=["PGAPPNAME", "unset"])
+def test_a_spec_finds_its_sessions_by_isolationtesters_application_names(appname, tmp_path):
+    missing = _compare_missing()
+    if missing:
+        pytest.skip(missing)
+    spec = tmp_path / "application-names.spec"
+    spec.write_text(APPLICATION_NAMES)
+    jq = str(Path(sys.executable).parent / "jobqueue-demo")
+    env = {k: v for k, v in os.environ.items() if k != "PGAPPNAME"}
+    if appname:
+        env["PGAPPNAME"] = appname
+    done = subprocess.run(["bash", str(COMPARE), str(spec), jq], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr

@@ -20,6 +20,7 @@ max_step_wait: a step still running after it is cancelled, and after twice it th
 
 from __future__ import annotations
 
+import os
 import select
 import time
 from collections.abc import Iterator
@@ -77,6 +78,7 @@ class SpecRun:
                 # A step that has sent rows and then waits for a lock is waiting, as libpq's
                 # PQisBusy tells isolationtester; and every row, value and notice is printed.
                 session.whole = True
+                self._name_as_isolationtester(session)
             yield ev.RunStarted(self.scenario.title, self.server.label, self.database)
             for schedule in self.spec.schedules():
                 yield from self._permutation(schedule)
@@ -85,6 +87,17 @@ class SpecRun:
             self.conns.close(quiet=True)
             raise
         self.conns.close()
+
+    def _name_as_isolationtester(self, session) -> None:
+        """The session's application_name as isolationtester makes it: the one libpq starts
+        with ($PGAPPNAME, which pg_isolation_regress sets to the test's name) and `/SESSION`.
+        A spec may look its sessions up by it in pg_stat_activity."""
+        name = os.environ.get("PGAPPNAME", "") + "/" + session.name
+        sql = f"SELECT pg_catalog.set_config('application_name', {self.server.dialect.literal(name)}, false)"
+        early = session.send(sql)
+        result = early if early is not None else session.read(self.timeout)
+        if result.error is not None:
+            raise ServerError(f"setting the application name of session {session.name} failed: {result.error}")
 
     # -- one permutation ----------------------------------------------------------
 
