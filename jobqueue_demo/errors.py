@@ -105,9 +105,9 @@ class SpecAbandoned(IsolationtesterEnd, StuckError):
     """A spec's run given up as isolationtester gives it up: a step still running after twice
     the step timeout, or steps still held by their annotations at a permutation's end."""
 
-    def __init__(self, message: str, more: str = ""):
-        super().__init__(f"{message} ({more})" if more else message)
-        self.words = message + "\n" + (more + "\n" if more else "")
+    def __init__(self, message: str, words: str):
+        super().__init__(message)
+        self.words = words
 
 
 class FetchTimeout(StuckError):
