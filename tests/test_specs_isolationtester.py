@@ -223,6 +223,24 @@ session s2
 step s2a { SELECT 2 AS y; }
 teardown { DROP TABLE shape_t; }
 """,
+    # A deadlock found only after an 11 s deadlock_timeout, the next step of the victim's session
+    # waiting for it (as deadlock-hard's): isolationtester waits up to its 300 s for a step, and
+    # so must --format isolationtester, whose tool-wide 10 s step timeout ended this run.
+    "slow-deadlock": """
+setup { CREATE TABLE shape_a (); CREATE TABLE shape_b (); }
+teardown { DROP TABLE shape_a, shape_b; }
+session s1
+setup { BEGIN; SET deadlock_timeout = '100s'; }
+step s1a { LOCK TABLE shape_a; }
+step s1b { LOCK TABLE shape_b; }
+step s1c { COMMIT; }
+session s2
+setup { BEGIN; SET deadlock_timeout = '11s'; }
+step s2b { LOCK TABLE shape_b; }
+step s2a { LOCK TABLE shape_a; }
+step s2c { COMMIT; }
+permutation s1a s2b s1b s2a s2c s1c
+""",
     # A setup block that fails (a syntax error, after an earlier block made a table): the run
     # ends there, `setup failed:` in libpq's words on standard error (PostgreSQL's specs meet
     # this only when a server lacks what they need, e.g. prepared transactions).
