@@ -75,6 +75,10 @@ def workers_command(
     enqueue_during: bool = typer.Option(
         False, "--enqueue-during", help="With --queue: enqueue half the jobs while the workers claim."
     ),
+    fail_rate: float = typer.Option(
+        0.0, "--fail-rate", help="With --queue: this share of the jobs fail their first execution, and the file's "
+        "fail: and retry: run for them (docs/queue-format.md).",
+    ),
     dsn: Dsns = None,
     engine: Engine = None,
     cluster: Cluster = None,
@@ -106,7 +110,7 @@ def workers_command(
     config = api.workers_config(
         strategy=strategy, isolation=isolation, workers=workers, jobs=jobs, batch=batch, work_ms=work_ms, kill=kill,
         idempotency_key=idempotency_key, state_order=state_order, lease_ms=lease_ms,
-        queue=None if queue is None else api.load_queue(queue), enqueue_during=enqueue_during,
+        queue=None if queue is None else api.load_queue(queue), enqueue_during=enqueue_during, fail_rate=fail_rate,
         **({} if stall is None else {"stall_s": stall}),
     )
     out, err = _consoles()
