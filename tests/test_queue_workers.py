@@ -179,6 +179,8 @@ def test_a_queue_file_over_a_galera_cluster_retries_its_certification_failures(g
     summary = run(galera, "read-then-mark-fixed.yaml", workers=6, jobs=150, isolation="repeatable-read")
     assert summary.invariants_hold, summary.verdict
     assert summary.completed == 150
+    # Every node's copy of every table in the scratch database, the file's and the tool's, is the same.
+    assert (summary.nodes, summary.nodes_agree) == (3, True) and summary.verdict.endswith("on every node")
     assert sum(summary.retried_by_statement.values()) == summary.deadlocks + summary.lock_wait_timeouts
 
 

@@ -24,6 +24,7 @@ from ..engine.types import ClaimError, ServerInfo
 from ..errors import DemoError, ScenarioError, ServerError
 from . import claimers
 from .claimers import EMPTY_BACKOFF_MS, Claimer, Field, Phase, Retry, Shared, pause
+from .cluster import agree
 from .own_record import TABLES, Kind, Record, injected_failure, verdict
 from .crew import (
     Crew,
@@ -419,7 +420,11 @@ def run_queue_file(config: WorkersConfig, server: ServerInfo, on_progress=None) 
                 raise ServerError(f"the {helper.name}: {helper.error}")
         add_counts(crew.retried_by_statement, counts[0])
         add_counts(crew.deadlocked_by_statement, counts[1])
-        return _checked(summary, user, config, crew, sql, kills, single_server=not server.nodes)
+        summary = _checked(summary, user, config, crew, sql, kills, single_server=not server.nodes)
+        if scratch.nodes is None or summary.stopped is not None:
+            return summary
+        # Every node's copy of every table, the file's and the tool's, read once it has applied everything.
+        return replace(summary, nodes=len(server.nodes), nodes_agree=agree(scratch.nodes.copies()))
 
 
 def _prepare(user, sql, path: str, jobs: int) -> None:
