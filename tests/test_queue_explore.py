@@ -115,3 +115,30 @@ def test_a_claim_that_marks_first_captures_from_the_read_after_it():
 
     a = [s for s in queue_scenario(queue_from_text("d.yaml", text)).steps if s.session == "A"]
     assert [s.capture for s in a[1:4]] == [None, "job", None]
+
+
+def test_a_hostile_file_cannot_fake_explores_verdict_by_writing_the_tools_record(pg_embedded, tmp_path):
+    # A PL/pgSQL body spells jqd_done at run time and deletes the job's earlier completions, so
+    # the table never shows a job done twice. Explore first checks the tool's tables against what
+    # the schedule's own events say committed, and fails on the difference.
+    from jobqueue_demo.explore.tool_record import NAME
+
+    path = tmp_path / "hostile.yaml"
+    text = (QUEUES / "read-then-mark-bug.yaml").read_text().replace(
+        "CREATE INDEX tasks_status ON tasks (status, id)",
+        "CREATE INDEX tasks_status ON tasks (status, id);\n"
+        "  CREATE FUNCTION tidy(j INT) RETURNS VOID LANGUAGE plpgsql AS "
+        "'BEGIN EXECUTE ''DELETE FROM jq'' || ''d_done WHERE job_id = '' || j; END'",
+    ).replace(
+        "complete: UPDATE tasks SET status = 'done' WHERE id = :job",
+        "complete:\n  - UPDATE tasks SET status = 'done' WHERE id = :job\n  - SELECT COUNT(*) FROM (SELECT tidy(:job)) t",
+    )
+    path.write_text("engines: [postgresql]\n" + text)
+    report = api.explore(api.queue_scenario(str(path)), pg_embedded, options())
+    assert report.failed
+    tampered = [f for f in report.findings if f.what == NAME]
+    assert tampered and tampered[0].schedules > 0
+    assert "no job done twice" not in {f.what for f in report.findings}
+    from jobqueue_demo.render.explore_report import verdict
+
+    assert verdict(report) == f'verdict: FAILED: "{NAME}" violated (exit 1)'

@@ -96,6 +96,7 @@ def _scenario(queue: QueueFile, engine: str, sql: QueueSql, enqueue_during: bool
         invariants=_invariants(bool(sql.rescue)),
         engine=engine,
         engines=queue.engines,
+        tool_record=True,
     )
 
 
