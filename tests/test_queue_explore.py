@@ -142,3 +142,34 @@ def test_a_hostile_file_cannot_fake_explores_verdict_by_writing_the_tools_record
     from jobqueue_demo.render.explore_report import verdict
 
     assert verdict(report) == f'verdict: FAILED: "{NAME}" violated (exit 1)'
+
+
+def test_a_failing_job_goes_through_fail_and_retry_and_a_retry_that_revives_a_running_job_is_found(embedded, tmp_path):
+    # A's first job fails: A runs fail: and retry: for it, then claims again. 300 schedules of
+    # the 6,188 in the search's order: the first violation of the revived job comes well before.
+    some = api.explore_options("", 300, None, None, 2, 10.0)
+    fixed = api.explore(api.queue_scenario(str(QUEUES / "delayed-job-fixed.yaml"), fail_once=True), embedded, some)
+    assert not fixed.failed and fixed.explored == 300
+    a = [s.sql for s in fixed.scenario.steps if s.session == "A"]
+    assert [s for s in a if s.startswith(("UPDATE delayed_jobs SET attempts", "UPDATE delayed_jobs SET failed_at"))] == [
+        "UPDATE delayed_jobs SET attempts = attempts + 1, locked_at = NULL, locked_by = NULL, failed_at = NOW(6) WHERE id = :job",
+        "UPDATE delayed_jobs SET failed_at = NULL WHERE id = :job",
+    ]
+    # A retry that puts back every locked job, the one B is running among them.
+    text = (QUEUES / "delayed-job-fixed.yaml").read_text()
+    path = tmp_path / "bad-retry.yaml"
+    path.write_text(text.replace(
+        "retry: UPDATE delayed_jobs SET failed_at = NULL WHERE id = :job",
+        "retry: UPDATE delayed_jobs SET failed_at = NULL, locked_at = NULL, locked_by = NULL WHERE id = :job OR locked_at IS NOT NULL",
+    ))
+    broken = api.explore(api.queue_scenario(str(path), fail_once=True), embedded, some)
+    assert broken.failed and broken.findings[0].what == "no job done twice"
+
+
+def test_fail_once_needs_fail_and_retry():
+    result = cli("explore", "--queue", "read-then-mark-fixed", "--fail-once")
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith(
+        "read-then-mark-fixed.yaml: --fail-once needs fail: and retry: (what your queue runs when a job fails, "
+        "and what makes it claimable again)"
+    )

@@ -48,6 +48,8 @@ def committed(events) -> tuple[dict[str, Counter], list[tuple[str, str]]]:
             continue
         if sql == "BEGIN":
             pending[session] = []
+        elif sql == "ROLLBACK":
+            pending.pop(session, None)
         elif sql == "COMMIT":
             done = pending.pop(session, [])
             if result.tag != "ROLLBACK":

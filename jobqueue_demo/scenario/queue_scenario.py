@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from ..engine import mysql
 from ..engine.sql_lexer import PUNCT, WORD, tokens
+from ..errors import UsageError
 from .model import Invariant, Scenario, SessionSpec, Statement
 from .queue_file import QueueFile, QueueSql
 
@@ -62,15 +63,21 @@ def _invariants(rescue: bool) -> tuple[Invariant, ...]:
     )
 
 
-def queue_scenario(queue: QueueFile, enqueue_during: bool = False) -> Scenario:
-    """The file as one Scenario per engine it is written for (Scenario.for_engine hands each out)."""
-    variants = {engine: _scenario(queue, engine, queue.for_engine(engine), enqueue_during) for engine in queue.engines}
+def queue_scenario(queue: QueueFile, enqueue_during: bool = False, fail_once: bool = False) -> Scenario:
+    """The file as one Scenario per engine it is written for (Scenario.for_engine hands each out).
+    `fail_once`: A's first job fails; A runs the file's `fail` and `retry` for it, then claims again."""
+    if fail_once and not all(sql.fail and sql.retry for sql in queue.variants.values()):
+        raise UsageError(f"{queue.path}: --fail-once needs fail: and retry: (what your queue runs when a job fails, "
+                         "and what makes it claimable again)")
+    variants = {
+        engine: _scenario(queue, engine, queue.for_engine(engine), enqueue_during, fail_once) for engine in queue.engines
+    }
     for scenario in variants.values():
         scenario.variants = variants
     return variants[queue.engines[0]]
 
 
-def _scenario(queue: QueueFile, engine: str, sql: QueueSql, enqueue_during: bool) -> Scenario:
+def _scenario(queue: QueueFile, engine: str, sql: QueueSql, enqueue_during: bool, fail_once: bool) -> Scenario:
     enqueued_first = 1 if enqueue_during else JOBS
     setup = [s.sql for s in sql.setup] + list(RECORD_TABLES)
     if sql.rescue:
@@ -78,6 +85,8 @@ def _scenario(queue: QueueFile, engine: str, sql: QueueSql, enqueue_during: bool
     setup += [s.bind({"job": str(job)}) for job in range(1, enqueued_first + 1) for s in sql.enqueue]
     steps = []
     for worker, name in enumerate(CLAIMERS):
+        if fail_once and worker == 0:
+            steps += _failing(name, worker, sql)
         steps += _claimer(name, worker, sql, marks=bool(sql.rescue))
     names = list(CLAIMERS)
     if enqueue_during:
@@ -123,6 +132,20 @@ def _claimer(name: str, worker: int, sql: QueueSql, marks: bool = False) -> list
         steps += [record("jqd_effects"), *complete, record("jqd_done"), step("COMMIT")]
     if marks:
         steps.append(_mark(name, "done", ":job"))
+    return steps
+
+
+def _failing(name: str, worker: int, sql: QueueSql) -> list[Statement]:
+    """A claim whose job's effect fails: the claim rolled back (in-claim) or committed
+    (after-commit), then the file's `fail` and `retry` for the job, each in a transaction of its
+    own. Nothing is recorded: the job ran no effect, and `fail` and `retry` hand it back to the
+    queue, so a schedule in which nobody claims it again ends with work left, no finding."""
+    gives = _capturing(sql.claim)
+    steps = [_begin(name)]
+    steps += [Statement(name, _bound(s, worker), s.line, capture="job" if i == gives else None) for i, s in enumerate(sql.claim)]
+    steps.append(Statement(name, "COMMIT" if sql.work == "after-commit" else "ROLLBACK", 0))
+    for part in (sql.fail, sql.retry):
+        steps += [_begin(name), *(Statement(name, _bound(s, worker), s.line) for s in part), Statement(name, "COMMIT", 0)]
     return steps
 
 
