@@ -98,7 +98,7 @@ def workers_command(
       jobqueue-demo workers -w 8 --jobs 600 --work-ms 5 --kill 3 --strategy lease-heartbeat
       jobqueue-demo workers --engine postgresql -w 4 --kill 1 --strategy update-limit
       jobqueue-demo workers --cluster 3 -w 6 --jobs 300
-      jobqueue-demo workers --queue read-then-mark-fixed -w 4 --jobs 300
+      jobqueue-demo workers --queue read-then-mark-fixed -w 4 --jobs 300 --isolation read-committed
 
     With --cluster N the workers are spread over a private N-node Galera cluster (worker i on
     node i mod N + 1), every node is checked, and the same workers then run on node 1 only
