@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .engine.seam import DEFAULT_ENGINE, entry_of, seam_of_dsn
 from .engine.seam import ENGINE_NAMES as ENGINE_NAMES  # the CLI's list of engines
-from .errors import RecordError, ScenarioError, StuckError, StuckRun
+from .errors import IsolationtesterEnd, RecordError, ScenarioError, StuckError, StuckRun
 
 if TYPE_CHECKING:
     from .run.compare import Comparison
@@ -183,6 +183,8 @@ def run(
                 events.append(event)
                 if on_event is not None:
                     on_event(event)
+    except IsolationtesterEnd:
+        raise  # a spec's run ended as isolationtester's ends: told in its words
     except StuckError as e:
         raise _stuck_after(scenario, events, e) from None
     checked = sum(1 for _, s in scenario.statements() if s.expect is not None)
