@@ -521,12 +521,12 @@ def load_queue(path: str):
     return load_queue_file(path)
 
 
-def queue_scenario(path: str, enqueue_during: bool = False) -> Scenario:
+def queue_scenario(path: str, enqueue_during: bool = False, fail_once: bool = False) -> Scenario:
     """The Scenario explore runs for a queue file: claimers A and B on its SQL (scenario/queue_scenario.py)."""
     from .scenario.queue_file import load_queue_file
     from .scenario.queue_scenario import queue_scenario as made
 
-    return made(load_queue_file(path), enqueue_during)
+    return made(load_queue_file(path), enqueue_during, fail_once)
 
 
 def workers_config(**values):

@@ -147,6 +147,7 @@ class SpecRun:
                 yield from self._script("setup", session.name, session.setup, fatal=True)
         self.active.clear()
         self.substitute.clear()
+        completed = True
         try:
             yield from self._steps(trial)
         except StuckError as stuck:
@@ -154,7 +155,8 @@ class SpecRun:
                 raise
             yield ev.PermutationStuck(str(stuck))
             self._end_running()
-        if self.trials is not None and self.scenario.invariants:
+            completed = False  # what the ended sessions left is a race's, not the permutation's
+        if completed and self.trials is not None and self.scenario.invariants:
             answer = self.server.seam.answer
             yield ev.Checked(tuple((i, answer(self.conns.user_conn, i.sql)) for i in self.scenario.invariants))
         for session in self.spec.sessions:
@@ -196,11 +198,13 @@ class SpecRun:
         return [p for p in waiting if p is not running]
 
     def _end_running(self) -> None:
-        """A stuck permutation's statements still running: their sessions ended from the
-        control connection, to be connected anew after it."""
-        for name in list(self.active):
-            self.conns.kill_quietly(self.conns.sessions[name].thread_id)
-            self.conns.sessions[name].close()
+        """A stuck permutation's sessions, every one: ended from the control connection, to be
+        connected anew after it. Not only those whose statement still runs: one that holds the
+        lock they wait for in an open transaction would hold the teardown's DROP as long."""
+        for name, session in self.conns.sessions.items():
+            if not session.closed:
+                self.conns.kill_quietly(session.thread_id)
+                session.close()
             self.ended.add(name)
         self.active.clear()
 
