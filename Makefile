@@ -40,13 +40,15 @@ build-packages:
 	python3 -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
 	$(APT_INSTALL_MISSING)
 
-# The servers: MariaDB with Galera and mariadb-test, and PostgreSQL.
+# The servers: MariaDB with Galera and mariadb-test, and PostgreSQL; and Debian's chromium, the
+# browser `serve`'s pages are tested in (Playwright drives it: it never downloads one of its own).
 system-packages: build-packages
 	@missing=""; \
 	[ -n "$(SERVER)" ] || missing="$$missing mariadb-server"; \
 	ls /usr/lib/galera*/libgalera_smm.so >/dev/null 2>&1 || ls /usr/lib64/galera*/libgalera_smm.so >/dev/null 2>&1 || missing="$$missing galera-4"; \
 	command -v mariadb-test >/dev/null || command -v mysqltest >/dev/null || missing="$$missing mariadb-test"; \
 	[ -n "$(PG_SERVER)" ] || missing="$$missing postgresql"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	$(APT_INSTALL_MISSING)
 
 $(BIN): pyproject.toml | build-packages
@@ -58,11 +60,9 @@ $(BIN): pyproject.toml | build-packages
 demo: install
 	$(BIN) run skip-locked
 
-# tmux draws step mode and the columns view in the tests (tests/test_tmux.py); Chromium
-# renders the exported lesson page, and without it that test skips.
+# tmux draws step mode and the columns view in the tests (tests/test_tmux.py).
 test-packages:
 	@command -v tmux >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq tmux >/dev/null; }
-	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; } || echo "chromium not installed: the page screenshot test will skip"
 
 test: install test-packages lint
 	$(VENV)/bin/pytest -q -rs  # -rs: why a test skipped, e.g. a Galera cluster that cannot start here

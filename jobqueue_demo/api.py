@@ -193,6 +193,36 @@ def run(
     return RunReport(events, check(scenario, events), checked, ran_on)
 
 
+def serve_options(host: str, port: int | None, predict: bool, pace: float | None):
+    from .serve.lesson import ServeOptions
+
+    return ServeOptions(host, port, predict, pace)
+
+
+def serve(scenario: Scenario, server, step_timeout: float, options, keys, announce: Callable, on_event: Callable,
+          show_locks: bool = False) -> RunReport:
+    """Run the lesson as a web page (serve/): each step when the teacher asks for it, every
+    page following; `announce` is told the pages' addresses once they answer, `on_event`
+    sees each event after the pages do. At the end the pages show the verdict and the page of
+    the whole run, and stay until the teacher's terminal lets them go (serve/teacher.py)."""
+    from .render.export import LessonFacts, render_html
+    from .serve.lesson import Lesson
+
+    scenario = for_server(scenario, server)
+    with Lesson(scenario, server.label, options, keys) as lesson:
+        announce(lesson.addresses)
+
+        def both(event) -> None:
+            lesson.on_event(event)
+            on_event(event)
+
+        report = run(scenario, server, step_timeout, both, show_locks)
+        facts = LessonFacts(scenario, tuple(report.events), verified_line(server, report.ran_on), lesson_name(scenario))
+        lesson.finish(report, render_html(facts))
+        lesson.linger()
+    return report
+
+
 def _stuck_after(scenario: Scenario, events: list, stuck: StuckError) -> StuckRun:
     """The stuck message with the differences before it, and the failed statements named:
     a typo that left a lock unreleased is where the mistake was made, not the wait."""

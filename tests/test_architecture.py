@@ -19,8 +19,10 @@ MAY_IMPORT = {
     "explore": {"explore", "run", "scenario", "engine"},
     "workers": {"workers", "engine"},
     "render": {"render", "run", "scenario", "engine", "explore", "workers"},
+    "serve": {"serve", "render", "run", "scenario", "engine"},
 }
 UI_LIBRARIES = {"typer", "rich", "click"}
+WEB_LIBRARIES = {"starlette", "uvicorn"}  # `serve`'s alone: no other command's start-up imports them
 
 
 def package_of(path: Path) -> str:
@@ -70,6 +72,8 @@ def test_imports_follow_the_layers(path):
             assert target in allowed | TOP, f"{path.relative_to(PACKAGE)}:{line} imports {module}"
         if module.split(".")[0] in UI_LIBRARIES:
             assert own in ("cli", "render"), f"{path.relative_to(PACKAGE)}:{line} imports {module} outside cli/ and render/"
+        if module.split(".")[0] in WEB_LIBRARIES:
+            assert own == "serve", f"{path.relative_to(PACKAGE)}:{line} imports {module} outside serve/"
 
 
 COMMANDS = sorted((PACKAGE / "cli").glob("*.py"))

@@ -30,6 +30,11 @@ RARE = (
     "jobqueue_demo.cli.workers",
     "jobqueue_demo.workers.strategies",
     "jobqueue_demo.run.matrix",
+    # serve's web stack: only `serve` imports it (cli/serve.py, api.serve).
+    "jobqueue_demo.cli.serve",
+    "jobqueue_demo.serve.web",
+    "starlette",
+    "uvicorn",
     # The other engine: a MariaDB run reads a DSN's scheme without PostgreSQL's modules.
     "jobqueue_demo.engine.postgresql.server",
     "jobqueue_demo.engine.postgresql.session",

@@ -19,6 +19,7 @@ from .shared import app, guard_stdout, options, say, say_notes
 # Each command module and the commands it registers, in the order --help lists them.
 COMMAND_MODULES = {
     "run": ("run",),
+    "serve": ("serve",),
     "verify": ("export", "verify", "record"),
     "lessons": ("lessons", "cleanup"),
     "compare": ("compare",),

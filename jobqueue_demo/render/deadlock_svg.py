@@ -20,6 +20,17 @@ BOW = 0.22
 
 def cycle_svg(cycle: DeadlockCycle, colours: dict[str, str]) -> str:
     """`colours`: session name -> its colour on the page."""
+    svg, summary = cycle_picture(cycle, colours)
+    return (
+        f'<figure class="deadlock">{svg}'
+        f"<figcaption>{html.escape(summary)} Each arrow points from a waiting transaction to the one "
+        "holding the lock it waits for.</figcaption></figure>"
+    )
+
+
+def cycle_picture(cycle: DeadlockCycle, colours: dict[str, str]) -> tuple[str, str]:
+    """The cycle as a standalone SVG document (a page inlines it, `serve` sends it as an image)
+    and its one-sentence summary, unescaped."""
     # In the scenario's session order, so A stands left as in the transcript's columns.
     order = list(colours)
     parties = sorted(cycle.parties, key=lambda p: order.index(p.session) if p.session in order else len(order))
@@ -36,13 +47,12 @@ def cycle_svg(cycle: DeadlockCycle, colours: dict[str, str]) -> str:
         name = cycle.name(party.number)
         parts.append(_box(x, y, name, colours.get(party.session, INK), party.number == cycle.victim))
     summary = _summary(cycle, [cycle.name(p.number) for p in parties])
-    return (
-        f'<figure class="deadlock"><svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
         f'width="100%" role="img" aria-label="{html.escape(summary)}">'
         f"<title>{html.escape(summary)}</title>{''.join(parts)}</svg>"
-        f"<figcaption>{html.escape(summary)} Each arrow points from a waiting transaction to the one "
-        "holding the lock it waits for.</figcaption></figure>"
     )
+    return svg, summary
 
 
 def _summary(cycle: DeadlockCycle, names: list[str]) -> str:
