@@ -1,0 +1,152 @@
+"""Makes the deadlock reports under tests/reports/ from real deadlocks on embedded servers.
+
+Run from the repository: `.venv/bin/python tests/reports/make_reports.py`. Each report is what
+an engineer would paste from production: the MariaDB monitor's output
+(SHOW ENGINE INNODB STATUS), the error log's deadlock (innodb_print_all_deadlocks), or the
+PostgreSQL server log's lines. The statements run as root in a database called `shop`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+QUEUE_SCHEMA = """CREATE TABLE jobs (
+  id INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  task VARCHAR(100) NOT NULL,
+  state VARCHAR(8) NOT NULL DEFAULT 'queued',
+  KEY state_id (state, id)
+) ENGINE=InnoDB;
+"""
+
+# (file, rows, [(session, sql)], the session statements that end blocked, in order)
+MARIADB = {
+    "claim-vs-enqueue": (
+        "INSERT INTO jobs (id, task, state) VALUES (1, 'send welcome email', 'done'), (2, 'resize avatar', 'done');",
+        [
+            ("A", "BEGIN"),
+            ("A", "SELECT id, task FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1 FOR UPDATE"),
+            ("B", "BEGIN"),
+            ("B", "SELECT id FROM jobs WHERE state = 'queued' AND task = 'nightly report' FOR UPDATE"),
+        ],
+        [
+            ("B", "INSERT INTO jobs (task, state) VALUES ('nightly report', 'queued')"),
+            ("A", "INSERT INTO jobs (task, state) VALUES ('retry: resize avatar', 'queued')"),
+        ],
+    ),
+    "reserve-vs-delete": (
+        "INSERT INTO jobs (id, task, state) VALUES (1, 'send welcome email', 'done'), "
+        "(4, 'resize avatar', 'queued'), (5, 'generate invoice', 'queued');",
+        [
+            ("B", "BEGIN"),
+            ("B", "SELECT task FROM jobs WHERE id = 4 FOR UPDATE"),
+            ("A", "BEGIN"),
+        ],
+        [
+            ("A", "UPDATE jobs SET state = 'running' WHERE state = 'queued' ORDER BY id LIMIT 1"),
+            ("B", "DELETE FROM jobs WHERE id = 4"),
+        ],
+    ),
+}
+
+
+def mariadb_reports() -> None:
+    from jobqueue_demo.engine.mysql.embedded import ERROR_LOG_NAME
+    from jobqueue_demo.engine.seam import seam_of
+
+    seam = seam_of("mysql")
+    for name, (rows, before, blocking) in MARIADB.items():
+        with seam.embedded(("--innodb-print-all-deadlocks=ON",)) as info:
+            root = info.params.connect(None)
+            root.cursor().execute("CREATE DATABASE shop")
+            root.cursor().execute("USE shop")
+            root.cursor().execute(QUEUE_SCHEMA)
+            root.cursor().execute(rows)
+            sessions = {s: info.params.connect("shop") for s in ("A", "B")}
+            for session, sql in before:
+                sessions[session].cursor().execute(sql)
+            _blocking(sessions, blocking)
+            cursor = root.cursor()
+            cursor.execute("SHOW ENGINE INNODB STATUS")
+            status = cursor.fetchall()[0][2]
+            status = status.decode() if isinstance(status, bytes) else status
+            time.sleep(0.5)  # the error log is written after the client hears of the deadlock
+            log = (Path(info.params.unix_socket).parent / ERROR_LOG_NAME).read_text()
+            for conn in [*sessions.values(), root]:
+                conn.close()
+        (HERE / f"mariadb-{name}.status.txt").write_text(status)
+        start = log.find("Transactions deadlock detected")
+        end = log.find("WE ROLL BACK TRANSACTION", start)
+        begin = log.rfind("\n", 0, start) + 1
+        (HERE / f"mariadb-{name}.errorlog.txt").write_text(log[begin: log.find("\n", end) + 1])
+
+
+def _blocking(sessions, blocking, pause: float = 0.5) -> list:
+    """Each statement in its own thread, a little apart, so the first waits before the second
+    closes the cycle; the errors they ended with."""
+    threads, errors = [], []
+    for session, sql in blocking:
+        def go(conn=sessions[session], sql=sql):
+            try:
+                conn.cursor().execute(sql)
+            except Exception as exc:  # the victim's deadlock error
+                errors.append(exc)
+        thread = threading.Thread(target=go)
+        thread.start()
+        threads.append(thread)
+        time.sleep(pause)
+    for thread in threads:
+        thread.join(10)
+    return errors
+
+
+PG_SCHEMA = """CREATE TABLE jobs (
+  id INT PRIMARY KEY,
+  task VARCHAR(100) NOT NULL,
+  state VARCHAR(20) NOT NULL DEFAULT 'queued'
+);
+INSERT INTO jobs (id, task) VALUES (1, 'resize avatar of user 7'), (2, 'resize avatar of user 7'), (3, 'send welcome email');
+"""
+
+PG_CLAIM = "SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+PG_DONE = "UPDATE jobs SET state = 'done' WHERE task = 'resize avatar of user 7'"
+
+
+def postgresql_reports() -> None:
+    """Two claimers that each mark every copy of a duplicated job done: a ShareLock cycle.
+    The first waits past deadlock_timeout, so the log also has its "still waiting" lines."""
+    from jobqueue_demo.engine.postgresql.embedded import LOG_NAME
+    from jobqueue_demo.engine.seam import seam_of
+
+    with seam_of("postgresql").embedded() as info:
+        root = info.params.connect("postgres")
+        root.execute("ALTER SYSTEM SET log_lock_waits = on")
+        root.execute("ALTER SYSTEM SET deadlock_timeout = '200ms'")
+        root.execute("SELECT pg_reload_conf()")
+        root.execute("CREATE DATABASE shop")
+        shop = info.params.connect("shop")
+        shop.execute(PG_SCHEMA)
+        sessions = {s: info.params.connect("shop") for s in ("A", "B")}
+        for session in ("A", "B"):
+            sessions[session].execute("BEGIN")
+            sessions[session].execute(PG_CLAIM)
+        errors = _blocking(sessions, [("A", PG_DONE), ("B", PG_DONE)], pause=0.6)
+        log = (Path(info.params.socket_dir) / LOG_NAME).read_text()
+        for conn in [*sessions.values(), shop, root]:
+            conn.close()
+    lines = log.splitlines()
+    start = next(i for i, line in enumerate(lines) if "still waiting" in line)
+    (HERE / "postgresql-sharelock.log").write_text("\n".join(lines[start:]) + "\n")
+    error = errors[0]
+    diag = error.diag
+    client = (f"ERROR:  {diag.message_primary}\nDETAIL:  {diag.message_detail}\n"
+              f"HINT:  {diag.message_hint}\nCONTEXT:  {diag.context}\n")
+    (HERE / "postgresql-sharelock.client.txt").write_text(client)
+
+
+if __name__ == "__main__":
+    mariadb_reports()
+    postgresql_reports()
