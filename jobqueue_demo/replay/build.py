@@ -1,0 +1,278 @@
+"""The lesson a report becomes: its schema and rows, and per transaction the statement that
+takes the lock it held (inferred: a report shows each transaction's last statement only)
+before the statement it waited in. One text per schedule search.py tries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import yaml
+
+from ..engine.sql_lexer import END, OPEN, UNCLEAR, WORD, tokens
+from ..engine.types import GAP_ONLY, INSERT_INTENTION_ONLY, NEXT_KEY, RECORD, WHOLE_TABLE
+from ..errors import ReportError
+from .keys import INTEGER_BYTES, TEXT_TYPES, Undecodable, literal, quoted_name, text_literal
+from .report import DeadlockReport, ReportLock, ReportParty
+from .schema import PRIMARY, Table
+
+ROW_STATEMENTS = ("SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "WITH")
+MAX_PARTIES = 4
+REPEATABLE_READ, READ_COMMITTED = "repeatable-read", "read-committed"
+# Waits out the first waiter's deadlock check, in whatever deadlock_timeout the server has.
+PG_PAUSE = "SELECT pg_sleep(2 * extract(epoch FROM current_setting('deadlock_timeout')::interval));"
+
+
+@dataclass
+class Part:
+    """One transaction of the report, as a session of the lesson."""
+
+    session: str
+    party: ReportParty
+    statement: str
+    prefix: str | None = None  # the inferred statement that takes the lock it held
+    why: str = ""
+    isolation: str = REPEATABLE_READ
+
+
+@dataclass
+class Plan:
+    report: DeadlockReport
+    source: str  # the report's file name, as the lesson names it
+    setup: str
+    parts: list[Part]
+    rows_note: str
+
+    @property
+    def mysql(self) -> bool:
+        return self.report.engine == "mysql"
+
+    def part(self, number: int | None) -> Part | None:
+        return next((p for p in self.parts if p.party.number == number), None)
+
+
+def plan(report: DeadlockReport, source: str, schema_path: str, schema: str, tables: dict[str, Table],
+         rows: str | None) -> Plan:
+    if len(report.parties) > MAX_PARTIES:
+        raise ReportError(source, f"a cycle of {len(report.parties)} transactions: replay reproduces at most {MAX_PARTIES}")
+    mysql = report.engine == "mysql"
+    for party in report.parties:
+        for lock in (party.waits, party.holds):
+            _check_lock(source, schema_path, lock, tables)
+    if rows is None and not mysql:
+        raise ReportError(source, "a PostgreSQL report names rows by their place only, e.g. tuple (0,2): give the "
+                          "table's rows with --rows, in the order they were inserted")
+    parts = [Part(chr(ord("A") + i), p, _statement(source, p, mysql)) for i, p in enumerate(report.parties)]
+    synthesised = _rows(source, report, tables) if rows is None else ""
+    for part in parts:
+        _infer(source, part, report, tables, mysql)
+    setup = schema.rstrip() + "\n" + (rows.rstrip() + "\n" if rows else synthesised)
+    note = "the rows given with --rows" if rows is not None else \
+        ("rows made from the records the report prints" if synthesised else "no rows: the report locks no record")
+    return Plan(report, source, setup, parts, note)
+
+
+def _check_lock(source: str, schema_path: str, lock: ReportLock | None, tables: dict[str, Table]) -> None:
+    if lock is None or not lock.table:
+        return
+    table = tables.get(lock.table)
+    if table is None:
+        raise ReportError(schema_path, f"the report's locks are on table {lock.table!r}, which the schema does not create "
+                          f"(it creates {', '.join(sorted(tables)) or 'no table'})")
+    if lock.index and table.index(lock.index) is None:
+        if lock.index == "GEN_CLUST_INDEX":
+            raise ReportError(schema_path, f"the report's lock is on {lock.table}'s hidden clustered index "
+                              "(GEN_CLUST_INDEX): replay needs a table with a primary key")
+        raise ReportError(schema_path, f"the report's lock is on index {lock.index!r} of {lock.table}, which the schema "
+                          f"lacks (its indexes: {', '.join(table.indexes) or 'none'})")
+
+
+def _statement(source: str, party: ReportParty, mysql: bool) -> str:
+    """The party's statement, when it is one row-locking statement: nothing else of a report runs."""
+    text = party.statement.strip().rstrip(";").strip()
+    if not text:
+        raise ReportError(source, f"transaction ({party.number}) has no statement in the report (it was between statements)")
+    found = list(tokens(text, mysql))
+    if any(kind in (OPEN, UNCLEAR) for kind, *_ in found):
+        cause = "has a $ (a parameter or dollar quoting), whose value the log does not hold" if not mysql and "$" in text \
+            else "ends inside a quote or comment: the server cut it short"
+        raise ReportError(source, f"the statement of transaction ({party.number}) {cause}")
+    if any(kind == END for kind, *_ in found):
+        raise ReportError(source, f"the statement of transaction ({party.number}) is several statements: replay runs "
+                          "only the one statement each transaction waited in")
+    first = next((t[3] for t in found if t[0] == WORD), "")
+    if first not in ROW_STATEMENTS:
+        raise ReportError(source, f"the statement of transaction ({party.number}) starts with {first or 'nothing'}: replay "
+                          f"runs only {', '.join(ROW_STATEMENTS)} statements")
+    return text + ";"
+
+
+def _rows(source: str, report: DeadlockReport, tables: dict[str, Table]) -> str:
+    """INSERTs of the records the report's locks are on, decoded by the schema's types and
+    merged by primary key; unknown columns get their default, or a filler where they have none."""
+    rows: dict[str, dict[tuple, dict[str, str]]] = {}
+    for party in report.parties:
+        for lock in (party.waits, party.holds):
+            if lock is None or lock.record is None or not lock.record.fields or not lock.index:
+                continue
+            table = tables[lock.table]
+            if table.primary is None:
+                raise ReportError(source, f"table {table.name} has no primary key in the schema: give the rows with --rows")
+            values = _decoded(source, party, lock, table)
+            key = tuple(values.get(c) for c in table.primary.columns)
+            if None in key:
+                continue
+            rows.setdefault(table.name, {}).setdefault(key, {}).update(values)
+    out = []
+    for name, by_key in rows.items():
+        table = tables[name]
+        columns = list(table.columns)
+        lines = [
+            "(" + ", ".join(values.get(c) or _filler(table, c, n) for c in columns) + ")"
+            for n, (_key, values) in enumerate(sorted(by_key.items()), 1)
+        ]
+        names = ", ".join(quoted_name(c, True) for c in columns)
+        out.append(f"INSERT INTO {quoted_name(name, True)} ({names}) VALUES\n  " + ",\n  ".join(lines) + ";\n")
+    return "".join(out)
+
+
+def _decoded(source: str, party: ReportParty, lock: ReportLock, table: Table) -> dict[str, str]:
+    names = table.record_fields(table.index(lock.index))
+    values = {}
+    for name, field in zip(names, lock.record.fields):
+        if name is None:
+            continue
+        try:
+            values[name] = literal(field, table.columns[name])
+        except Undecodable as e:
+            if name in (table.primary.columns if table.primary else ()):
+                raise ReportError(source, f"transaction ({party.number})'s lock on {table.name} {lock.index}: {e}") from None
+    return values
+
+
+def _filler(table: Table, name: str, n: int) -> str:
+    column = table.columns[name]
+    if column.default is not None:
+        return column.default
+    if column.nullable:
+        return "NULL"
+    if column.type in INTEGER_BYTES or column.type in ("decimal", "numeric", "float", "double"):
+        return str(n)
+    if column.type == "enum" and column.values:
+        return text_literal(column.values[0])
+    if column.type in ("datetime", "timestamp"):
+        return "'2000-01-01 00:00:00'"
+    if column.type == "date":
+        return "'2000-01-01'"
+    return text_literal(f"row {n}") if column.type in TEXT_TYPES else "''"
+
+
+def _infer(source: str, part: Part, report: DeadlockReport, tables: dict[str, Table], mysql: bool) -> None:
+    """The narrowest statement that takes the lock the party held, with why; none where the
+    report holds none this can take (an insert intention is only ever waited for)."""
+    lock = part.party.holds
+    if lock is None or lock.kind in (INSERT_INTENTION_ONLY, WHOLE_TABLE):
+        return
+    if not mysql:
+        if lock.record is not None and lock.record.tuple_id:
+            part.prefix = (f"SELECT 1 FROM {quoted_name(lock.table, False)} "
+                           f"WHERE ctid = '{lock.record.tuple_id}' FOR UPDATE;")
+            part.why = (f"inferred: the row at {lock.record.tuple_id} of {lock.table}, which the report's other "
+                        "transaction waited for, locked earlier in this transaction")
+        return
+    table = tables[lock.table]
+    index = table.index(lock.index)
+    force = "" if index.name == PRIMARY else f" FORCE INDEX ({quoted_name(index.name, True)})"
+    pk = ", ".join(quoted_name(c, True) for c in (table.primary.columns if table.primary else index.columns))
+    locking = " FOR UPDATE;" if lock.mode.startswith("X") else " LOCK IN SHARE MODE;"
+    head = f"SELECT {pk} FROM {quoted_name(table.name, True)}{force}"
+    what = f"the {lock.mode} {lock.kind} lock on {table.name} {index.name}"
+    if lock.record is not None and lock.record.supremum:
+        order = ", ".join(f"{quoted_name(c, True)} DESC" for c in table.record_fields(index) if c is not None)
+        part.prefix = f"{head} ORDER BY {order} LIMIT 1{locking}"
+        part.why = f"inferred: a locking read from the end of {index.name} takes {what} before its supremum"
+        return
+    if lock.record is None or not lock.record.fields:
+        return
+    values = _decoded(source, part.party, lock, table)
+    columns = [c for c in table.record_fields(index) if c is not None][: len(index.columns) if index.unique else None]
+    if any(c not in values for c in columns):
+        return
+    conditions = [f"{quoted_name(c, True)} = {values[c]}" for c in columns]
+    if lock.kind == GAP_ONLY:
+        below = _just_below(values[columns[-1]])
+        if below is None:
+            return
+        conditions[-1] = f"{quoted_name(columns[-1], True)} = {below}"
+    elif lock.kind == RECORD and not index.unique:
+        part.isolation = READ_COMMITTED  # a locking read there takes the record alone only without gap locks
+    elif lock.kind == NEXT_KEY and index.unique:
+        below = _just_below(values[columns[-1]])
+        if below is None:
+            return
+        conditions[-1] = f"{quoted_name(columns[-1], True)} > {below} AND {conditions[-1]}"
+    part.prefix = f"{head} WHERE {' AND '.join(conditions)}{locking}"
+    part.why = f"inferred: the narrowest statement that takes {what}"
+
+
+def _just_below(value: str) -> str | None:
+    """A value that sorts right before `value` (an integer, or a quoted text), for a gap lock's search."""
+    if value.lstrip("-").isdigit():
+        return str(int(value) - 1)
+    if value.startswith("'") and len(value) > 2:
+        return value[:-2] + "'" if not value[:-1].endswith("''") else None
+    return None
+
+
+def lesson_text(plan: Plan, prefixed: frozenset[str], order: tuple[str, ...], cycle: list[str] | None = None) -> str:
+    """The lesson for one schedule: the prefixes of the sessions in `prefixed`, then each
+    session's waiting statement in `order`. `cycle`: the lines that tell the deadlock seen."""
+    report, mysql = plan.report, plan.mysql
+    victim = plan.part(report.victim)
+    steps: list[dict] = [{"narrate": _intro(plan)}]
+    steps += [{p.session: "BEGIN;", "expect": "ok"} for p in plan.parts]
+    for part in plan.parts:
+        if part.session in prefixed and part.prefix:
+            steps.append({part.session: part.prefix, "comment": part.why})
+    for n, session in enumerate(order):
+        part = next(p for p in plan.parts if p.session == session)
+        if not mysql and n == len(order) - 1 and part is victim:
+            steps.append({session: PG_PAUSE, "comment": "lets the others' deadlock checks pass (deadlock_timeout): "
+                          "PostgreSQL's victim is the process whose check finds the cycle"})
+        steps.append({session: part.statement, "comment": f"transaction ({part.party.number})'s statement in the report"})
+    steps += [{"wait": p.session} for p in plan.parts if p is not victim]
+    if cycle:
+        steps.append({"narrate": " ".join(cycle)})
+    steps += [{p.session: "COMMIT;", "expect": "ok"} for p in plan.parts]
+    lesson = {
+        "title": f"Replayed deadlock: {_summary(plan)}",
+        "engines": [report.engine],
+        "summary": f"The deadlock of {plan.source} ({report.form}), replayed: {_summary(plan)}.",
+        "setup": plan.setup,
+        "sessions": {p.session: {"isolation": p.isolation} for p in plan.parts},
+        "steps": steps,
+    }
+    return yaml.dump(lesson, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _summary(plan: Plan) -> str:
+    waits = "; ".join(f"{p.session} waits for {p.party.waits.text()}" for p in plan.parts if p.party.waits is not None)
+    return f"{waits}; {plan.part(plan.report.victim).session} is rolled back"
+
+
+def _intro(plan: Plan) -> str:
+    names = ", ".join(f"{p.session} is transaction ({p.party.number}) (thread {p.party.thread_id})" for p in plan.parts)
+    return (f"Replayed from {plan.source}, a {plan.report.form} report: {names}. The setup holds the schema and "
+            f"{plan.rows_note}. A report shows each transaction's last statement only; a statement whose "
+            "comment says inferred takes the lock that transaction held before it.")
+
+
+class _Dumper(yaml.SafeDumper):
+    """Safe YAML, multi-line text as a block: the lesson reads as one written by hand."""
+
+
+def _text(dumper: yaml.SafeDumper, value: str):
+    style = "|" if "\n" in value.strip("\n") or value.endswith("\n") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _text)
