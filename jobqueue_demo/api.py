@@ -560,3 +560,74 @@ def write_plot(result, path: str) -> bool:
     from .workers.sweep import write_plot as plot
 
     return plot(result, path)
+
+
+# -- replay ---------------------------------------------------------------------------------
+
+
+def read_deadlock_report(path: str):
+    """The deadlock report at `path` (replay/readers.py), its size bounded."""
+    from .replay.readers import read_report
+
+    return read_report(path, _bounded_read(path))
+
+
+def replay_plan(report, report_path: str, schema_path: str | None, rows_path: str | None, dsn: str | None):
+    """The lesson's pieces (replay/build.py): the schema from `schema_path`, or read from the
+    server `dsn` names (its CREATE statements, no row read), the rows from `rows_path` or
+    made from the report."""
+    from pathlib import Path
+
+    from .errors import UsageError
+    from .replay.build import plan
+    from .replay.schema import read_schema
+
+    if (schema_path is None) == (dsn is None):
+        raise UsageError("replay needs the schema: --schema SCHEMA.sql, or --dsn of the database to read it from (one of them)")
+    if schema_path is not None:
+        schema = _bounded_read(schema_path).decode("utf-8", "replace")
+    else:
+        schema = _schema_from(dsn, report)
+        schema_path = f"the schema read from {dsn}"
+    rows = _bounded_read(rows_path).decode("utf-8", "replace") if rows_path else None
+    tables = read_schema(schema_path, schema, report.engine == DEFAULT_ENGINE)
+    return plan(report, Path(report_path).name, schema_path, schema, tables, rows)
+
+
+def _schema_from(dsn: str, report) -> str:
+    from .engine.seam import open_server
+
+    with open_server(dsn, None) as info:
+        if info.engine != report.engine:
+            from .errors import UsageError
+
+            raise UsageError(f"--dsn names a {info.engine} server, and the report is {report.engine}'s")
+        return info.seam.create_statements(info.params, tuple(report.tables()))
+
+
+def _bounded_read(path: str) -> bytes:
+    from .errors import ReportError
+    from .replay.report import MAX_REPORT_BYTES
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_REPORT_BYTES + 1)
+    except OSError as e:
+        raise ReportError(path, e.strerror or str(e)) from None
+    if len(data) > MAX_REPORT_BYTES:
+        raise ReportError(path, "more than 1 MiB: a deadlock report, its schema or its rows is at most 1 MiB each")
+    return data
+
+
+def replay(plan, server, step_timeout: float, output: str | None):
+    """Run the plan's schedules until one reproduces the report's cycle (replay/search.py);
+    the lesson is written to `output` only then."""
+    from .replay.search import replay as search
+    from .safe_write import check_writable, write_file
+
+    if output is not None:
+        check_writable(output)
+    found = search(plan, server, step_timeout, verified_line(server), output or plan.source)
+    if output is not None:
+        write_file(output, found.text)
+    return found

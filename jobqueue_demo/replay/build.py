@@ -61,7 +61,9 @@ def plan(report: DeadlockReport, source: str, schema_path: str, schema: str, tab
     if rows is None and not mysql:
         raise ReportError(source, "a PostgreSQL report names rows by their place only, e.g. tuple (0,2): give the "
                           "table's rows with --rows, in the order they were inserted")
-    parts = [Part(chr(ord("A") + i), p, _statement(source, p, mysql)) for i, p in enumerate(report.parties)]
+    isolation = REPEATABLE_READ if mysql else READ_COMMITTED  # each engine's default
+    parts = [Part(chr(ord("A") + i), p, _statement(source, p, mysql), isolation=isolation)
+             for i, p in enumerate(report.parties)]
     synthesised = _rows(source, report, tables) if rows is None else ""
     for part in parts:
         _infer(source, part, report, tables, mysql)

@@ -23,6 +23,8 @@ from .build import Plan, lesson_text
 from .report import ReportLock
 
 MAX_SCHEDULES = 48
+# A row wait, in a PostgreSQL log's words (the holder's transaction, the tuple) and the lock view's.
+ROW_WAITS = ("transactionid", "tuple", "row")
 
 
 @dataclass
@@ -124,13 +126,26 @@ def _lock_differences(session: str, verb: str, seen, wanted: ReportLock | None, 
         return []
     if seen is None:
         return [f"the server did not print what {session} {verb}"]
-    same = (seen.mode, seen.kind) == (wanted.mode, wanted.kind)
     if mysql:
         supremum = wanted.record is not None and wanted.record.supremum
-        same = same and (seen.table, seen.index) == (wanted.table, wanted.index) and (seen.record == "supremum") == supremum
+        same = (seen.table, seen.index, seen.mode, seen.kind) == (wanted.table, wanted.index, wanted.mode, wanted.kind) \
+            and (seen.record == "supremum") == supremum
+    else:
+        same = _same_pg_wait(seen, wanted)
     if same:
         return []
     return [f"{session} {verb} {seen.text()}, in the report {wanted.text()}"]
+
+
+def _same_pg_wait(seen, wanted: ReportLock) -> bool:
+    """PostgreSQL's log names a row wait by the transaction that holds the row (ShareLock on
+    it), the server's lock view by the row and the strength asked: the same wait when both
+    are row waits on the same tuple of the same table, as far as the report names them."""
+    if wanted.kind not in ROW_WAITS:
+        return (seen.mode, seen.kind) == (wanted.mode, wanted.kind)
+    place = wanted.record.tuple_id.strip("()") if wanted.record is not None else ""
+    return seen.kind in ROW_WAITS and (not wanted.table or seen.table == wanted.table) \
+        and (not place or str(seen.record).strip("()") == place)
 
 
 def _recorded(plan: Plan, prefixed, order, cycle: list[str], path: str, server, step_timeout: float, verified: str) -> str:

@@ -14,13 +14,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-QUEUE_SCHEMA = """CREATE TABLE jobs (
-  id INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
-  task VARCHAR(100) NOT NULL,
-  state VARCHAR(8) NOT NULL DEFAULT 'queued',
-  KEY state_id (state, id)
-) ENGINE=InnoDB;
-"""
+QUEUE_SCHEMA = (HERE / "mariadb-jobs.sql").read_text()
 
 # (file, rows, [(session, sql)], the session statements that end blocked, in order)
 MARIADB = {
@@ -103,13 +97,7 @@ def _blocking(sessions, blocking, pause: float = 0.5) -> list:
     return errors
 
 
-PG_SCHEMA = """CREATE TABLE jobs (
-  id INT PRIMARY KEY,
-  task VARCHAR(100) NOT NULL,
-  state VARCHAR(20) NOT NULL DEFAULT 'queued'
-);
-INSERT INTO jobs (id, task) VALUES (1, 'resize avatar of user 7'), (2, 'resize avatar of user 7'), (3, 'send welcome email');
-"""
+PG_SCHEMA = (HERE / "postgresql-jobs.sql").read_text() + (HERE / "postgresql-jobs-rows.sql").read_text()
 
 PG_CLAIM = "SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
 PG_DONE = "UPDATE jobs SET state = 'done' WHERE task = 'resize avatar of user 7'"

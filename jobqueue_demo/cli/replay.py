@@ -1,0 +1,59 @@
+"""The `replay` command: a production deadlock report turned into a lesson that reproduces it."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from .. import api
+from .shared import Dsns, StepTimeout, app, fitted, heading
+
+
+@app.command()
+def replay(
+    report: str = typer.Argument(..., help="The deadlock report: InnoDB's LATEST DETECTED DEADLOCK section "
+                                 "(or the error log's copy), or PostgreSQL's log lines from 'ERROR:  deadlock detected'."),
+    schema: Optional[str] = typer.Option(None, "--schema", help="The CREATE TABLE (and CREATE INDEX) statements of the "
+                                         "tables the report's locks are on.", show_default=False),
+    rows: Optional[str] = typer.Option(None, "--rows", help="INSERT statements of the rows (default: made from the "
+                                       "records the report prints; a PostgreSQL report needs them).", show_default=False),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="Where to write the lesson, when it reproduced the "
+                                         "deadlock.", show_default=False),
+    dsn: Dsns = None,
+    step_timeout: StepTimeout = 10.0,
+) -> None:
+    """Read a deadlock report, build the schedule that makes the same cycle, run it on an
+    embedded server of the report's engine, and say whether it reproduced: the same
+    transactions waiting for the same locks (index, mode, gap or record or insert
+    intention), and the same victim. With -o the lesson is written only when it did, its
+    expectations recorded; `verify` and `explore` take it. --dsn reads the schema from that
+    database's catalog instead of --schema (no row is read; the replay still runs on an
+    embedded server). docs/replay.md tells how the schedule is built.
+
+    \b
+    Example:
+      jobqueue-demo replay tests/reports/mariadb-reserve-vs-delete.status.txt --schema tests/reports/mariadb-jobs.sql -o replayed.yaml
+      jobqueue-demo replay tests/reports/postgresql-sharelock.log --schema tests/reports/postgresql-jobs.sql --rows tests/reports/postgresql-jobs-rows.sql
+    """
+    single, _nodes = api.split_dsns(dsn)
+    found = api.read_deadlock_report(report)
+    plan = api.replay_plan(found, report, schema, rows, single)
+    victim = plan.part(found.victim)
+    heading(f"-- {plan.source}: a {found.form} report of {len(found.parties)} transactions; "
+            f"the server rolled back ({found.victim})", False)
+    for part in plan.parts:
+        waits = part.party.waits.text() if part.party.waits else "nothing the report prints"
+        print(fitted(f"   {part.session} = ({part.party.number}): waited for {waits} in "
+                     f"{' '.join(part.statement.split())[:200]}", sys.stdout))
+    with api.server(None, engine=found.engine) as server:
+        result = api.replay(plan, server, step_timeout, output)
+        print(fitted(f"-- reproduced on {server.label} ({server.where}), schedule {result.tried} of those tried: "
+                     f"the same cycle, {victim.session} rolled back", sys.stdout))
+    for line in result.cycle:
+        print(fitted(line, sys.stdout))
+    if output:
+        print(fitted(f"-- wrote {output}: jobqueue-demo verify {output}", sys.stdout))
+    else:
+        print(result.text, end="")
