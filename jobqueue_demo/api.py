@@ -565,11 +565,14 @@ def write_plot(result, path: str) -> bool:
 # -- replay ---------------------------------------------------------------------------------
 
 
-def read_deadlock_report(path: str):
-    """The deadlock report at `path` (replay/readers.py), its size bounded."""
+def read_deadlock_report(name: str):
+    """(its path, the deadlock report): a file, or a report shipped with the package
+    (replay/examples.py), read by replay/readers.py, its size bounded."""
+    from .replay.examples import resolve
     from .replay.readers import read_report
 
-    return read_report(path, _bounded_read(path))
+    path = resolve(name)
+    return path, read_report(path, _bounded_read(path))
 
 
 def replay_plan(report, report_path: str, schema_path: str | None, rows_path: str | None, dsn: str | None):
@@ -580,8 +583,12 @@ def replay_plan(report, report_path: str, schema_path: str | None, rows_path: st
 
     from .errors import UsageError
     from .replay.build import plan
+    from .replay.examples import beside
     from .replay.schema import read_schema
 
+    if schema_path is None and dsn is None:
+        schema_path = beside(report_path, "schema")
+        rows_path = rows_path or beside(report_path, "rows")
     if (schema_path is None) == (dsn is None):
         raise UsageError("replay needs the schema: --schema SCHEMA.sql, or --dsn of the database to read it from (one of them)")
     if schema_path is not None:
@@ -590,7 +597,7 @@ def replay_plan(report, report_path: str, schema_path: str | None, rows_path: st
         schema = _schema_from(dsn, report)
         schema_path = f"the schema read from {dsn}"
     rows = _bounded_read(rows_path).decode("utf-8", "replace") if rows_path else None
-    tables = read_schema(schema_path, schema, report.engine == DEFAULT_ENGINE)
+    tables = read_schema(schema_path, schema, report.innodb)
     return plan(report, Path(report_path).name, schema_path, schema, tables, rows)
 
 

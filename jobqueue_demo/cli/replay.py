@@ -14,9 +14,10 @@ from .shared import Dsns, StepTimeout, app, fitted, heading
 @app.command()
 def replay(
     report: str = typer.Argument(..., help="The deadlock report: InnoDB's LATEST DETECTED DEADLOCK section "
-                                 "(or the error log's copy), or PostgreSQL's log lines from 'ERROR:  deadlock detected'."),
+                                 "(or the error log's copy), or PostgreSQL's log lines from 'ERROR:  deadlock detected'; "
+                                 "or the name of a shipped example (claim-vs-enqueue, reserve-vs-delete, sharelock)."),
     schema: Optional[str] = typer.Option(None, "--schema", help="The CREATE TABLE (and CREATE INDEX) statements of the "
-                                         "tables the report's locks are on.", show_default=False),
+                                         "tables the report's locks are on (a shipped example has its own).", show_default=False),
     rows: Optional[str] = typer.Option(None, "--rows", help="INSERT statements of the rows (default: made from the "
                                        "records the report prints; a PostgreSQL report needs them).", show_default=False),
     output: Optional[str] = typer.Option(None, "-o", "--output", help="Where to write the lesson, when it reproduced the "
@@ -34,12 +35,14 @@ def replay(
 
     \b
     Example:
-      jobqueue-demo replay tests/reports/mariadb-reserve-vs-delete.status.txt --schema tests/reports/mariadb-jobs.sql -o replayed.yaml
-      jobqueue-demo replay tests/reports/postgresql-sharelock.log --schema tests/reports/postgresql-jobs.sql --rows tests/reports/postgresql-jobs-rows.sql
+      jobqueue-demo replay reserve-vs-delete -o my-replayed.yaml
+      jobqueue-demo replay claim-vs-enqueue
+      jobqueue-demo replay sharelock -o my-sharelock.yaml
+      jobqueue-demo replay my-deadlock.txt --schema my-schema.sql --rows my-rows.sql -o my-lesson.yaml
     """
     single, _nodes = api.split_dsns(dsn)
-    found = api.read_deadlock_report(report)
-    plan = api.replay_plan(found, report, schema, rows, single)
+    path, found = api.read_deadlock_report(report)
+    plan = api.replay_plan(found, path, schema, rows, single)
     victim = plan.part(found.victim)
     heading(f"-- {plan.source}: a {found.form} report of {len(found.parties)} transactions; "
             f"the server rolled back ({found.victim})", False)
@@ -54,6 +57,7 @@ def replay(
     for line in result.cycle:
         print(fitted(line, sys.stdout))
     if output:
-        print(fitted(f"-- wrote {output}: jobqueue-demo verify {output}", sys.stdout))
+        engine = "" if found.engine == api.engine_target(None, None) else f" --engine {found.engine}"
+        print(fitted(f"-- wrote {output}: jobqueue-demo verify {output}{engine}", sys.stdout))
     else:
         print(result.text, end="")

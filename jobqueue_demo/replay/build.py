@@ -11,6 +11,7 @@ import yaml
 from ..engine.sql_lexer import END, OPEN, UNCLEAR, WORD, tokens
 from ..engine.types import GAP_ONLY, INSERT_INTENTION_ONLY, NEXT_KEY, RECORD, WHOLE_TABLE
 from ..errors import ReportError
+from ..scenario.fault_kinds import WAIT
 from .keys import INTEGER_BYTES, TEXT_TYPES, Undecodable, literal, quoted_name, text_literal
 from .report import DeadlockReport, ReportLock, ReportParty
 from .schema import PRIMARY, Table
@@ -44,7 +45,7 @@ class Plan:
 
     @property
     def mysql(self) -> bool:
-        return self.report.engine == "mysql"
+        return self.report.innodb
 
     def part(self, number: int | None) -> Part | None:
         return next((p for p in self.parts if p.party.number == number), None)
@@ -54,7 +55,7 @@ def plan(report: DeadlockReport, source: str, schema_path: str, schema: str, tab
          rows: str | None) -> Plan:
     if len(report.parties) > MAX_PARTIES:
         raise ReportError(source, f"a cycle of {len(report.parties)} transactions: replay reproduces at most {MAX_PARTIES}")
-    mysql = report.engine == "mysql"
+    mysql = report.innodb
     for party in report.parties:
         for lock in (party.waits, party.holds):
             _check_lock(source, schema_path, lock, tables)
@@ -241,7 +242,7 @@ def lesson_text(plan: Plan, prefixed: frozenset[str], order: tuple[str, ...], cy
             steps.append({session: PG_PAUSE, "comment": "lets the others' deadlock checks pass (deadlock_timeout): "
                           "PostgreSQL's victim is the process whose check finds the cycle"})
         steps.append({session: part.statement, "comment": f"transaction ({part.party.number})'s statement in the report"})
-    steps += [{"wait": p.session} for p in plan.parts if p is not victim]
+    steps += [{WAIT.name: p.session} for p in plan.parts if p is not victim]
     if cycle:
         steps.append({"narrate": " ".join(cycle)})
     steps += [{p.session: "COMMIT;", "expect": "ok"} for p in plan.parts]

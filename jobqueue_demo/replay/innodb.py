@@ -227,7 +227,7 @@ def _report(path: str, raw: list[_Party], victim: int | None, ended: bool, start
             raise ReportError(path, f"transaction ({party.number}) lacks {missing}: the section is cut short or edited", party.line)
     if victim not in {p.number for p in raw}:
         raise ReportError(path, f"the victim ({victim}) is none of the report's transactions")
-    return DeadlockReport(ENGINE, form, _linked(raw), victim)
+    return DeadlockReport(ENGINE, form, _linked(raw), victim, innodb=True)
 
 
 def _form(path: str, raw: list[_Party]) -> str:

@@ -57,7 +57,7 @@ def read(path: str, text: str) -> DeadlockReport:
         table, place = tuples.get(pid, ("", ""))
         lock = ReportLock(table, "", mode, kind, Record(tuple_id=place) if place else None, what)
         parties.append(ReportParty(numbers[pid], "", pid, statements[pid], lock, None, numbers[blocker]))
-    return DeadlockReport(ENGINE, "PostgreSQL server log", tuple(_with_holds(parties)), numbers[victim_pid])
+    return DeadlockReport(ENGINE, "PostgreSQL server log", tuple(_with_holds(parties)), numbers[victim_pid], innodb=False)
 
 
 def _parts(lines: list[str], at: int, prefix: str) -> dict[str, list[str]]:

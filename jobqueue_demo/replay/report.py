@@ -43,6 +43,9 @@ class ReportLock:
 
     def text(self) -> str:
         """E.g. "X next-key lock on jobs state_id", "ShareLock on a transaction"."""
+        if self.kind == "transactionid":  # PostgreSQL: a row is waited for through the transaction holding it
+            place = f" {self.record.tuple_id}" if self.record is not None and self.record.tuple_id else ""
+            return f"{self.mode} on the transaction holding {self.table or 'a row'}{place}"
         if not self.index:
             return f"{self.mode} {self.kind} lock" + (f" on {self.table}" if self.table else "")
         where = " (supremum)" if self.record is not None and self.record.supremum else ""
@@ -63,9 +66,10 @@ class ReportParty:
 @dataclass(frozen=True)
 class DeadlockReport:
     engine: str  # the registry name of the engine that printed it
-    form: str  # e.g. "MariaDB 10.6+ SHOW ENGINE INNODB STATUS"
+    form: str  # e.g. "MariaDB 10.6+"
     parties: tuple[ReportParty, ...]
     victim: int
+    innodb: bool  # InnoDB's: locks on index records, MySQL's SQL dialect
     notes: tuple[str, ...] = field(default=())
 
     def party(self, number: int | None) -> ReportParty | None:

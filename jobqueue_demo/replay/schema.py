@@ -125,7 +125,7 @@ def _columns_in(sql: str, item: list, start: int) -> tuple[str, ...]:
     open_at = next((n for n in range(start, len(item)) if item[n][3] == "("), None)
     if open_at is None:
         return ()
-    out, depth = [], 0
+    out, depth, expecting = [], 0, True
     for token in item[open_at + 1:]:
         if token[3] == "(":
             depth += 1
@@ -133,10 +133,11 @@ def _columns_in(sql: str, item: list, start: int) -> tuple[str, ...]:
             if depth == 0:
                 break
             depth -= 1
-        elif depth == 0 and token[0] in (WORD, QUOTED) and token[3] not in ("ASC", "DESC") and not token[3].isdigit():
-            if not out or prev == ",":
-                out.append(_name(sql, token))
-        prev = token[3]
+        elif depth == 0 and token[3] == ",":
+            expecting = True
+        elif depth == 0 and expecting and token[0] in (WORD, QUOTED):
+            out.append(_name(sql, token))  # a prefix length, ASC or DESC after it is not a column
+            expecting = False
     return tuple(out)
 
 

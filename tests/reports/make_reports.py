@@ -1,9 +1,11 @@
-"""Makes the deadlock reports under tests/reports/ from real deadlocks on embedded servers.
+"""Makes the deadlock reports from real deadlocks on embedded servers: the shipped examples
+in reports/ (`jobqueue-demo replay NAME`) and their other forms in tests/reports/.
 
 Run from the repository: `.venv/bin/python tests/reports/make_reports.py`. Each report is what
 an engineer would paste from production: the MariaDB monitor's output
-(SHOW ENGINE INNODB STATUS), the error log's deadlock (innodb_print_all_deadlocks), or the
-PostgreSQL server log's lines. The statements run as root in a database called `shop`.
+(SHOW ENGINE INNODB STATUS), the error log's deadlock (innodb_print_all_deadlocks), the
+PostgreSQL server log's lines or the client's error. The statements run as root in a
+database called `shop`, on the schemas and rows of reports/.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+SHIPPED = HERE.parent.parent / "reports"
 
-QUEUE_SCHEMA = (HERE / "mariadb-jobs.sql").read_text()
+QUEUE_SCHEMA = (SHIPPED / "reserve-vs-delete.schema.sql").read_text()
 
 # (file, rows, [(session, sql)], the session statements that end blocked, in order)
 MARIADB = {
@@ -71,7 +74,7 @@ def mariadb_reports() -> None:
             log = (Path(info.params.unix_socket).parent / ERROR_LOG_NAME).read_text()
             for conn in [*sessions.values(), root]:
                 conn.close()
-        (HERE / f"mariadb-{name}.status.txt").write_text(status)
+        (SHIPPED / f"{name}.txt").write_text(status)
         start = log.find("Transactions deadlock detected")
         end = log.find("WE ROLL BACK TRANSACTION", start)
         begin = log.rfind("\n", 0, start) + 1
@@ -97,7 +100,7 @@ def _blocking(sessions, blocking, pause: float = 0.5) -> list:
     return errors
 
 
-PG_SCHEMA = (HERE / "postgresql-jobs.sql").read_text() + (HERE / "postgresql-jobs-rows.sql").read_text()
+PG_SCHEMA = (SHIPPED / "sharelock.schema.sql").read_text() + (SHIPPED / "sharelock.rows.sql").read_text()
 
 PG_CLAIM = "SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
 PG_DONE = "UPDATE jobs SET state = 'done' WHERE task = 'resize avatar of user 7'"
@@ -127,7 +130,7 @@ def postgresql_reports() -> None:
             conn.close()
     lines = log.splitlines()
     start = next(i for i, line in enumerate(lines) if "still waiting" in line)
-    (HERE / "postgresql-sharelock.log").write_text("\n".join(lines[start:]) + "\n")
+    (SHIPPED / "sharelock.log").write_text("\n".join(lines[start:]) + "\n")
     error = errors[0]
     diag = error.diag
     client = (f"ERROR:  {diag.message_primary}\nDETAIL:  {diag.message_detail}\n"
