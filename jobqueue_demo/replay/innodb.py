@@ -142,7 +142,7 @@ class _Lock:
             self._close()
             self._fields = []
             self._head = (False, line.split()[4])
-        elif self._fields is not None and line[:1] == " " and ":" in line:
+        elif self._fields is not None and line.lstrip()[:1].isdigit() and ": " in line:
             self._fields.append(_field(line, path, number))
         elif line.strip() == "" and self._fields is not None:
             self._close()
