@@ -626,6 +626,18 @@ def _bounded_read(path: str) -> bytes:
     return data
 
 
+@contextmanager
+def private_server(engine: str):
+    """An embedded throwaway server of `engine`, whatever $JOBQUEUE_DEMO_DSN says: a report's
+    statements run on a server of this run's own, as its per-run user."""
+    from .engine.leftovers import sweep_dirs
+    from .engine.seam import seam_of
+
+    sweep_dirs()
+    with seam_of(engine).embedded() as info:
+        yield info
+
+
 def replay(plan, server, step_timeout: float, output: str | None):
     """Run the plan's schedules until one reproduces the report's cycle (replay/search.py);
     the lesson is written to `output` only then."""

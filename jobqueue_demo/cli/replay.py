@@ -38,7 +38,6 @@ def replay(
       jobqueue-demo replay reserve-vs-delete -o my-replayed.yaml
       jobqueue-demo replay claim-vs-enqueue
       jobqueue-demo replay sharelock -o my-sharelock.yaml
-      jobqueue-demo replay my-deadlock.txt --schema my-schema.sql --rows my-rows.sql -o my-lesson.yaml
     """
     single, _nodes = api.split_dsns(dsn)
     path, found = api.read_deadlock_report(report)
@@ -50,7 +49,7 @@ def replay(
         waits = part.party.waits.text() if part.party.waits else "nothing the report prints"
         print(fitted(f"   {part.session} = ({part.party.number}): waited for {waits} in "
                      f"{' '.join(part.statement.split())[:200]}", sys.stdout))
-    with api.server(None, engine=found.engine) as server:
+    with api.private_server(found.engine) as server:
         result = api.replay(plan, server, step_timeout, output)
         print(fitted(f"-- reproduced on {server.label} ({server.where}), schedule {result.tried} of those tried: "
                      f"the same cycle, {victim.session} rolled back", sys.stdout))
