@@ -229,6 +229,18 @@ def test_the_other_forms_replay_too(tmp_path, report, schema):
     assert cli("verify", str(lesson)).returncode == 0
 
 
+def test_a_postgresql_report_without_rows_gets_the_rows_its_statements_ask_for(tmp_path):
+    done, lesson = replayed(tmp_path, str(SHIPPED / "sharelock.log"), "--schema", str(SHIPPED / "sharelock.schema.sql"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    setup = yaml.safe_load(lesson.read_text())["setup"]
+    assert "(1, 'resize avatar of user 7', 'queued'),\n  (2, 'resize avatar of user 7', 'queued');" in setup
+
+
+def test_a_postgresql_tuple_past_the_first_page_asks_for_rows(tmp_path):
+    log = (SHIPPED / "sharelock.log").read_text().replace("tuple (0,1)", "tuple (7,1)")
+    assert "--rows" in refused(with_text(tmp_path, log, "r.log"), "--schema", str(SHIPPED / "sharelock.schema.sql"))
+
+
 def test_a_hostile_record_value_is_a_value_in_the_lesson_never_sql(tmp_path):
     """The task field of the locked row decodes to text that would end the INSERT's quotes."""
     evil = "x'); DROP TABLE jobs; --"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from ..engine.sql_lexer import END, OPEN, UNCLEAR, WORD, tokens
+from ..engine.sql_lexer import END, OPEN, QUOTED, UNCLEAR, WORD, tokens
 from ..engine.types import GAP_ONLY, INSERT_INTENTION_ONLY, NEXT_KEY, RECORD, WHOLE_TABLE
 from ..errors import ReportError
 from ..scenario.fault_kinds import WAIT
@@ -18,6 +18,7 @@ from .schema import PRIMARY, Table
 
 ROW_STATEMENTS = ("SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "WITH")
 MAX_PARTIES = 4
+MAX_PLACE = 200  # the most rows replay makes for a PostgreSQL report's tuples
 REPEATABLE_READ, READ_COMMITTED = "repeatable-read", "read-committed"
 # Waits out the first waiter's deadlock check, in whatever deadlock_timeout the server has.
 PG_PAUSE = "SELECT pg_sleep(2 * extract(epoch FROM current_setting('deadlock_timeout')::interval));"
@@ -59,18 +60,17 @@ def plan(report: DeadlockReport, source: str, schema_path: str, schema: str, tab
     for party in report.parties:
         for lock in (party.waits, party.holds):
             _check_lock(source, schema_path, lock, tables)
-    if rows is None and not mysql:
-        raise ReportError(source, "a PostgreSQL report names rows by their place only, e.g. tuple (0,2): give the "
-                          "table's rows with --rows, in the order they were inserted")
     isolation = REPEATABLE_READ if mysql else READ_COMMITTED  # each engine's default
     parts = [Part(chr(ord("A") + i), p, _statement(source, p, mysql), isolation=isolation)
              for i, p in enumerate(report.parties)]
-    synthesised = _rows(source, report, tables) if rows is None else ""
+    synthesised = "" if rows is not None else _rows(source, report, tables) if mysql else _places(source, report, tables)
     for part in parts:
         _infer(source, part, report, tables, mysql)
     setup = schema.rstrip() + "\n" + (rows.rstrip() + "\n" if rows else synthesised)
     note = "the rows given with --rows" if rows is not None else \
-        ("rows made from the records the report prints" if synthesised else "no rows: the report locks no record")
+        ("rows made from the records the report prints" if mysql else
+         "rows made for the tuples the report names, holding what each statement's equality conditions ask for") \
+        if synthesised else "no rows: the report locks no record"
     return Plan(report, source, setup, parts, note)
 
 
@@ -125,17 +125,63 @@ def _rows(source: str, report: DeadlockReport, tables: dict[str, Table]) -> str:
             if None in key:
                 continue
             rows.setdefault(table.name, {}).setdefault(key, {}).update(values)
-    out = []
-    for name, by_key in rows.items():
-        table = tables[name]
-        columns = list(table.columns)
-        lines = [
-            "(" + ", ".join(values.get(c) or _filler(table, c, n) for c in columns) + ")"
-            for n, (_key, values) in enumerate(sorted(by_key.items()), 1)
-        ]
-        names = ", ".join(quoted_name(c, True) for c in columns)
-        out.append(f"INSERT INTO {quoted_name(name, True)} ({names}) VALUES\n  " + ",\n  ".join(lines) + ";\n")
-    return "".join(out)
+    return "".join(_inserts(tables[name], [v for _k, v in sorted(by_key.items())], True) for name, by_key in rows.items())
+
+
+def _places(source: str, report: DeadlockReport, tables: dict[str, Table]) -> str:
+    """PostgreSQL names a row by its place only: in a fresh table the k-th row inserted is at
+    (0,k). So row k of each table a process waited in holds the values its statement's
+    equality conditions ask for (`WHERE task = '…'`); the others are filled."""
+    wanted: dict[str, dict[int, dict[str, str]]] = {}
+    for party in report.parties:
+        lock = party.waits
+        if lock is None or lock.record is None or not lock.record.tuple_id or lock.table not in tables:
+            continue
+        page, _, offset = lock.record.tuple_id.strip("()").partition(",")
+        if page != "0" or not offset.isdigit() or not 0 < int(offset) <= MAX_PLACE:
+            raise ReportError(source, f"process {party.thread_id} waited for tuple {lock.record.tuple_id}, past the rows "
+                              "replay makes: give the table's rows with --rows, in the order they were inserted")
+        equal = _equalities(party.statement, tables[lock.table])
+        wanted.setdefault(lock.table, {}).setdefault(int(offset), {}).update(equal)
+    if not wanted:
+        raise ReportError(source, "the report names no tuple a process waited for (its CONTEXT lines are missing): "
+                          "give the table's rows with --rows, in the order they were inserted")
+    return "".join(_inserts(tables[name], [by_place.get(k, {}) for k in range(1, max(by_place) + 1)], False)
+                   for name, by_place in wanted.items())
+
+
+def _equalities(statement: str, table: Table) -> dict[str, str]:
+    """`column = literal` of the statement's WHERE (a SET's are what it writes), for the
+    table's columns: each literal as the statement wrote it."""
+    found = list(tokens(statement, False))
+    where = next((n for n, t in enumerate(found) if t[0] == WORD and t[3] == "WHERE"), len(found))
+    found = found[where:]
+    out = {}
+    for before, equals, value in zip(found, found[1:], found[2:]):
+        name = before[3].lower() if before[0] == WORD else statement[before[1] + 1: before[2] - 1]
+        if equals[3] == "=" and name in table.columns and (
+            (value[0] == QUOTED and value[3] == "'") or (value[0] == WORD and value[3].replace(".", "", 1).isdigit())
+        ):
+            out.setdefault(name, statement[value[1]: value[2]])
+    return out
+
+
+def _inserts(table: Table, rows: list[dict[str, str]], mysql: bool) -> str:
+    """One INSERT of the rows, in order; a column a row does not give gets its DEFAULT or a
+    filler no other row's key holds."""
+    columns = list(table.columns)
+    used = {c: {r[c] for r in rows if c in r} for c in columns}
+    lines = []
+    for n, values in enumerate(rows, 1):
+        filled = []
+        for c in columns:
+            value = values.get(c) or _filler(table, c, n)
+            while value in used[c] and c not in values and value.isdigit():
+                value = str(int(value) + len(rows))  # a filled key must not repeat another row's
+            filled.append(value)
+        lines.append("(" + ", ".join(filled) + ")")
+    names = ", ".join(quoted_name(c, mysql) for c in columns)
+    return f"INSERT INTO {quoted_name(table.name, mysql)} ({names}) VALUES\n  " + ",\n  ".join(lines) + ";\n"
 
 
 def _decoded(source: str, party: ReportParty, lock: ReportLock, table: Table) -> dict[str, str]:
@@ -177,7 +223,9 @@ def _infer(source: str, part: Part, report: DeadlockReport, tables: dict[str, Ta
         return
     if not mysql:
         if lock.record is not None and lock.record.tuple_id:
-            part.prefix = (f"SELECT 1 FROM {quoted_name(lock.table, False)} "
+            table = tables.get(lock.table)
+            key = table.primary.columns if table is not None and table.primary else ("ctid",)
+            part.prefix = (f"SELECT {', '.join(quoted_name(c, False) for c in key)} FROM {quoted_name(lock.table, False)} "
                            f"WHERE ctid = '{lock.record.tuple_id}' FOR UPDATE;")
             part.why = (f"inferred: the row at {lock.record.tuple_id} of {lock.table}, which the report's other "
                         "transaction waited for, locked earlier in this transaction")

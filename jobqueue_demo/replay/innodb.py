@@ -67,10 +67,10 @@ def _unprefixed(line: str) -> str:
 
 
 def _section_start(lines: list[str]) -> int:
-    for i, line in enumerate(lines):
-        if line.startswith("*** (1) TRANSACTION:") or any(line.startswith(s) for s in SECTION_STARTS):
-            return i
-    return 0
+    """Where the last deadlock's first transaction starts: an error log may hold many, the
+    latest last."""
+    starts = [i for i, line in enumerate(lines) if line.startswith("*** (1) TRANSACTION:")]
+    return starts[-1] if starts else 0
 
 
 def _is_next_section(lines: list[str], i: int) -> bool:

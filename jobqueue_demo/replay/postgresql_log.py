@@ -28,7 +28,7 @@ def detect(text: str) -> bool:
 
 def read(path: str, text: str) -> DeadlockReport:
     lines = text.splitlines()
-    at = next((i for i, line in enumerate(lines) if ERROR in line), None)
+    at = next((i for i in range(len(lines) - 1, -1, -1) if ERROR in lines[i]), None)  # the latest of several
     if at is None:
         raise ReportError(path, "no 'ERROR:  deadlock detected' line: the report is cut short before PostgreSQL's error")
     prefix = lines[at][: lines[at].find(ERROR)]
