@@ -236,6 +236,13 @@ def test_a_postgresql_report_without_rows_gets_the_rows_its_statements_ask_for(t
     assert "(1, 'resize avatar of user 7', 'queued'),\n  (2, 'resize avatar of user 7', 'queued');" in setup
 
 
+def test_a_postgresql_index_tuple_is_not_taken_for_a_row_of_the_table():
+    log = (SHIPPED / "sharelock.log").read_text().replace(
+        'while updating tuple (0,1) in relation "jobs"', 'while inserting index tuple (0,5) in relation "jobs_pkey"')
+    report = read_report("r.log", log.encode())
+    assert report.parties[0].waits.record is None and report.parties[0].waits.table == ""
+
+
 def test_a_postgresql_tuple_past_the_first_page_asks_for_rows(tmp_path):
     log = (SHIPPED / "sharelock.log").read_text().replace("tuple (0,1)", "tuple (7,1)")
     assert "--rows" in refused(with_text(tmp_path, log, "r.log"), "--schema", str(SHIPPED / "sharelock.schema.sql"))

@@ -120,8 +120,8 @@ def _still_waiting(lines: list[str]) -> dict[str, tuple[str, str]]:
 
 def _tuple(context: str) -> tuple[str, str]:
     """('jobs', '(0,2)') from 'while updating tuple (0,2) in relation "jobs"'; ('', '') if it names none."""
-    if " tuple (" not in context or ' in relation "' not in context:
-        return "", ""
+    if " tuple (" not in context or ' in relation "' not in context or "index tuple" in context:
+        return "", ""  # an index tuple's relation is the index, its place the inserter's new row
     place = "(" + context.split(" tuple (", 1)[1].split(")", 1)[0] + ")"
     relation = context.split(' in relation "', 1)[1].split('"', 1)[0]
     return relation, place
