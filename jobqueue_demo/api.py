@@ -54,6 +54,7 @@ def server(
 
     from .engine.leftovers import sweep_dirs
     from .engine.seam import open_server
+    from .engine.types import DROPS_AT_CLOSE, DROPS_WITH_SERVER
 
     sweep_dirs()
     if cluster:
@@ -67,7 +68,7 @@ def server(
     with open_server(dsn, engine) as info:
         if not info.embedded:
             info.seam.sweep(info.params)
-        yield replace(info, shared_user=allow_shared_user)
+        yield replace(info, shared_user=allow_shared_user, drops=DROPS_WITH_SERVER if info.embedded else DROPS_AT_CLOSE)
 
 
 @contextmanager

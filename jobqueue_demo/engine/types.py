@@ -331,6 +331,12 @@ def first_failure(steps: list, lost: frozenset) -> ControlError | None:
     return failure
 
 
+# When a run's scratch database and role are dropped: at close (a DSN's server, a test's), or
+# with the server itself (an embedded one the command started and deletes a moment later with
+# everything on it; PostgreSQL's DROP DATABASE would wait for a checkpoint first).
+DROPS_AT_CLOSE, DROPS_WITH_SERVER = "at close", "with the server"
+
+
 @dataclass(eq=False)
 class ServerInfo:
     """The server a command runs on: how to reach it, what it is, and its engine (`seam`)."""
@@ -344,6 +350,7 @@ class ServerInfo:
     shared_user: bool = False
     # A Galera cluster's nodes, node 1 first (params is node 1's); empty for one server.
     nodes: tuple[ConnectParams, ...] = ()
+    drops: str = DROPS_AT_CLOSE
 
     @property
     def engine(self) -> str:

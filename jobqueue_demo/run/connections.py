@@ -18,13 +18,16 @@ from .settle import POLL_FIRST_S, POLL_MAX_S
 class Connections:
     """Everything a run holds open on the server; `sessions` by name, replaced on reconnect."""
 
-    def __init__(self, scenario: Scenario, server: ServerInfo, step_timeout: float, settings: tuple[str, ...]):
+    def __init__(self, scenario: Scenario, server: ServerInfo, step_timeout: float, settings: tuple[str, ...], watch: bool = True):
         if scenario.cluster and len(server.nodes) < scenario.cluster:
             raise UsageError(f"{scenario.path} needs a {scenario.cluster}-node Galera cluster; this server is not one")
         self.scenario = scenario
         self.server = server
         self.step_timeout = step_timeout
         self.settings = settings  # --matrix: SET SESSION assignments for every session, after its own
+        # Without the engine's wait monitor (a spec's run on PostgreSQL asks the server as
+        # isolationtester does): its first questions cost a new database's catalog reads.
+        self.watch = watch
         self.seam = server.seam
         self.scratch: Scratch = self.seam.scratch(
             server, confine=server.seam.confines(server), answer_timeout=step_timeout, several_statements=True
@@ -47,9 +50,10 @@ class Connections:
         self.control = self.scratch.conn
         nodes = {s.node or 1 for s in self.scenario.sessions}
         self.cluster = self.seam.cluster_run(self.server, self.scratch, self.step_timeout, nodes) if self.server.nodes else None
-        self.monitor = self.seam.wait_monitor(self.control, self.server)
-        if self.cluster:
-            self.monitor = self.cluster.watch(self.monitor)
+        if self.watch:
+            self.monitor = self.seam.wait_monitor(self.control, self.server)
+            if self.cluster:
+                self.monitor = self.cluster.watch(self.monitor)
         self.user_conn = self.seam.user_connection(self.scratch, self.step_timeout)
         if self.scenario.setup:
             self._run_setup()

@@ -49,10 +49,10 @@ class SpecRun:
         self.server = server
         self.timeout = options.step_timeout
         # The setup blocks run before every permutation (below), not once when the run opens.
-        self.conns = Connections(replace(scenario, setup=""), server, options.step_timeout, ())
         # On PostgreSQL a step is watched as isolationtester watches it; a spec's MySQL
         # variant (`#@mysql` bodies, for `compare`) through the engine's wait monitor.
         self.pg = self.spec.isolationtester
+        self.conns = Connections(replace(scenario, setup=""), server, options.step_timeout, (), watch=not self.pg)
         self.database = self.conns.database
         self.steps = self.spec.steps()
         self.index = {s.comment: i for i, s in enumerate(scenario.steps) if s.comment}

@@ -56,8 +56,15 @@ class PgEngine:
         from ..leftovers import ALIVE, GONE, KEPT, Found, Sweep, done
         from .scratch import sweep_leftovers
 
-        with contextlib.closing(params.connect(catalog_names_only=True)) as conn:
+        from .server import keep_spare
+
+        conn = params.connect(catalog_names_only=True)
+        try:
             found, problems = sweep_leftovers(conn, dry_run)
+        except BaseException:
+            conn.close()
+            raise
+        keep_spare(params, conn)
         return Sweep(
             [Found(kind, name, done(dry_run), GONE) if gone else Found(kind, name, KEPT, ALIVE) for kind, name, gone in found],
             problems,

@@ -32,7 +32,7 @@ from dataclasses import replace
 from ...errors import ServerError
 from ..dsn import ANSWER_TIMEOUT_S
 from ..naming import RUN_NAME, SHARED_USER_OPTION, USER_CONNECTIONS, new_name
-from ..types import ControlError, first_failure
+from ..types import DROPS_WITH_SERVER, ControlError, first_failure
 from . import control
 from .control import literal, quote
 from .errors import LOST_CONNECTION
@@ -170,7 +170,9 @@ class PgScratchDatabase:
                 self.conn.close()
             self.conn = None
         try:
-            failure = self._drop_all()
+            # On an embedded server this command started, everything goes with the server a moment
+            # later (an immediate shutdown): DROP DATABASE would wait for a checkpoint first.
+            failure = None if self.server.drops == DROPS_WITH_SERVER else self._drop_all()
         finally:
             with contextlib.suppress(Exception):
                 self.admin.close()
@@ -197,8 +199,12 @@ def sweep_leftovers(conn, dry_run: bool = False) -> tuple[list[tuple[str, str, b
     the server refuses (a role of a run's name that owns something elsewhere, which no run
     leaves: it drops its database first) is told, not raised: the sweep starts every run.
     """
-    databases = [r[0] for r in control.rows(conn, "SELECT datname FROM pg_database WHERE datname LIKE 'jqd\\_%'")]
-    roles = [r[0] for r in control.rows(conn, "SELECT rolname FROM pg_roles WHERE rolname LIKE 'jqd\\_%'")]
+    named = control.rows(conn, (
+        "SELECT 'database', datname FROM pg_catalog.pg_database WHERE datname LIKE 'jqd\\_%' "
+        "UNION ALL SELECT 'user', rolname FROM pg_catalog.pg_roles WHERE rolname LIKE 'jqd\\_%'"
+    ))
+    databases = [name for kind, name in named if kind == "database"]
+    roles = [name for kind, name in named if kind == "user"]
     runs: dict[str, list[tuple[str, str]]] = {}
     # Exactly the names a run makes here: its database and its role share the run's name, and
     # nothing else is ours (`jqd_<16 hex>_anything` is somebody's database that looks alike).

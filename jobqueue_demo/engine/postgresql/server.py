@@ -74,6 +74,10 @@ class PgParams:
 
         from .bounded import BoundedConnection
 
+        if catalog_names_only and database is ...:
+            spare = _SPARE.pop(self, None)
+            if spare is not None and _reusable(spare):
+                return _as(spare, application, answer_timeout)
         options = {"options": "-c search_path= -c row_security=off"} if catalog_names_only else {}
         try:
             conn = BoundedConnection.connect(autocommit=True, **self.conninfo(database, application, answer_timeout), **options)
@@ -82,6 +86,48 @@ class PgParams:
         except psycopg.Error as exc:
             target = self if database is ... else replace(self, database=database)
             raise ServerError(f"cannot connect to {target.display()}: {_one_line(exc)}") from exc
+
+
+# The DSN's connection the server's description opened, for the next to ask for the same (the
+# sweep, then the run's admin connection): each new one is a backend for the server to start,
+# 3-20 ms, and a run's first three all go to the DSN's database as the DSN's user.
+_SPARE: dict[PgParams, object] = {}
+
+
+def keep_spare(params: PgParams, conn) -> None:
+    """Keep `conn` (a catalog_names_only connection to the DSN's database) for the next
+    connect() of `params` that asks for one; the one kept before is closed."""
+    old = _SPARE.pop(params, None)
+    if old is not None:
+        with contextlib.suppress(Exception):
+            old.close()
+    if _reusable(conn):
+        _SPARE[params] = conn
+    else:
+        conn.close()
+
+
+def _reusable(conn) -> bool:
+    """Open, idle, and with nothing unread: a server that ended it (a restart, a terminate)
+    has sent it a last message."""
+    import select
+
+    import psycopg
+
+    pgconn = conn.pgconn
+    if conn.closed or getattr(conn, "dropped", None) or pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return False
+    return not select.select([pgconn.socket], [], [], 0)[0]
+
+
+def _as(conn, application: str, answer_timeout: float):
+    """A spare connection, named as asked: a run's admin connection is known by its name."""
+    from . import control
+
+    conn.answer_timeout = answer_timeout
+    if conn.pgconn.parameter_status(b"application_name") != application.encode():
+        control.execute(conn, f"SET application_name = {control.literal(application)}")
+    return conn
 
 
 def _one_line(exc: Exception) -> str:
@@ -140,8 +186,14 @@ def parse_version(text: str) -> str:
 
 def describe_server(params: PgParams) -> str:
     """The version of the server `params` reach."""
-    with contextlib.closing(params.connect()) as conn:
-        return parse_version(conn.pgconn.parameter_status(b"server_version").decode())
+    conn = params.connect(catalog_names_only=True)
+    try:
+        version = parse_version(conn.pgconn.parameter_status(b"server_version").decode())
+    except BaseException:
+        conn.close()
+        raise
+    keep_spare(params, conn)
+    return version
 
 
 # --- the embedded cluster ---------------------------------------------------------
