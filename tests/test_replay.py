@@ -258,6 +258,13 @@ def test_a_hostile_record_value_is_a_value_in_the_lesson_never_sql(tmp_path):
     assert cli("verify", str(lesson)).returncode == 0  # the table is there for every step
 
 
+def test_the_schema_runs_as_the_per_run_user_confined_to_its_scratch_database(tmp_path):
+    schema = with_text(tmp_path, (SHIPPED / "reserve-vs-delete.schema.sql").read_text() + "DROP DATABASE mysql;\n", "s.sql")
+    done, lesson = replayed(tmp_path, str(SHIPPED / "reserve-vs-delete.txt"), "--schema", schema)
+    assert done.returncode == 2 and "Access denied" in done.stderr, done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not lesson.exists()
+
+
 def test_a_report_the_rows_keep_from_happening_is_not_reproduced_and_nothing_is_written(tmp_path):
     rows = with_text(tmp_path, "INSERT INTO jobs (id, task, state) VALUES (4, 'resize avatar', 'done');", "rows.sql")
     done, lesson = replayed(tmp_path, str(SHIPPED / "reserve-vs-delete.txt"), "--schema", SCHEMA, "--rows", rows)

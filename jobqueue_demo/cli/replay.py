@@ -47,6 +47,7 @@ def replay(
             f"the server rolled back ({found.victim})", False)
     for part in plan.parts:
         waits = part.party.waits.text() if part.party.waits else "nothing the report prints"
+        waits += f" at {part.waits_at}" if part.waits_at else ""
         print(fitted(f"   {part.session} = ({part.party.number}): waited for {waits} in "
                      f"{' '.join(part.statement.split())[:200]}", sys.stdout))
     with api.private_server(found.engine) as server:

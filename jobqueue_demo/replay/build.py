@@ -34,6 +34,7 @@ class Part:
     prefix: str | None = None  # the inferred statement that takes the lock it held
     why: str = ""
     isolation: str = REPEATABLE_READ
+    waits_at: str = ""  # the record it waited for, decoded: "(state = 'queued', id = 4)", "(0,2)"
 
 
 @dataclass
@@ -66,6 +67,7 @@ def plan(report: DeadlockReport, source: str, schema_path: str, schema: str, tab
     synthesised = "" if rows is not None else _rows(source, report, tables) if mysql else _places(source, report, tables)
     for part in parts:
         _infer(source, part, report, tables, mysql)
+        part.waits_at = _where(source, part.party, part.party.waits, tables) if mysql else ""
     setup = schema.rstrip() + "\n" + (rows.rstrip() + "\n" if rows else synthesised)
     note = "the rows given with --rows" if rows is not None else \
         ("rows made from the records the report prints" if mysql else
@@ -265,6 +267,17 @@ def _infer(source: str, part: Part, report: DeadlockReport, tables: dict[str, Ta
     part.why = f"inferred: the narrowest statement that takes {what}"
 
 
+def _where(source: str, party: ReportParty, lock: ReportLock | None, tables: dict[str, Table]) -> str:
+    """The index record an InnoDB lock is on, its key decoded: "(state = 'queued', id = 4)"."""
+    if lock is None or lock.record is None or not lock.index or lock.record.supremum:
+        return ""
+    table = tables[lock.table]
+    index = table.index(lock.index)
+    key = list(index.columns) + [c for c in (table.primary.columns if table.primary else ()) if c not in index.columns]
+    values = _decoded(source, party, lock, table)
+    return "(" + ", ".join(f"{c} = {values[c]}" for c in key if c in values) + ")"
+
+
 def _just_below(value: str) -> str | None:
     """A value that sorts right before `value` (an integer, or a quoted text), for a gap lock's search."""
     if value.lstrip("-").isdigit():
@@ -311,7 +324,9 @@ def _summary(plan: Plan) -> str:
 
 
 def _intro(plan: Plan) -> str:
-    names = ", ".join(f"{p.session} is transaction ({p.party.number}) (thread {p.party.thread_id})" for p in plan.parts)
+    names = ", ".join(f"{p.session} is transaction ({p.party.number}) (thread {p.party.thread_id}), which waited for "
+                      f"{p.party.waits.text() if p.party.waits else 'a lock'}" + (f" at {p.waits_at}" if p.waits_at else "")
+                      for p in plan.parts)
     return (f"Replayed from {plan.source}, a {plan.report.form} report: {names}. The setup holds the schema and "
             f"{plan.rows_note}. A report shows each transaction's last statement only; a statement whose "
             "comment says inferred takes the lock that transaction held before it.")
