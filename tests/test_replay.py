@@ -168,6 +168,7 @@ def test_the_client_error_alone_asks_for_the_server_log(tmp_path):
     ("UPDATE jobs SET state = 'running' WHERE id = 4; DROP TABLE jobs", "several statements"),
     ("CALL purge_jobs()", "starts with CALL"),
     ("UPDATE jobs SET task = 'cut short", "cut it short"),
+    ("DELETE FROM jobs WHERE task = '\x1b[2J'", "control character"),
 ])
 def test_only_the_one_row_locking_statement_a_transaction_ran_is_replayed(tmp_path, statement, says):
     hostile = RESERVE.replace("DELETE FROM jobs WHERE id = 4", statement)
@@ -178,6 +179,11 @@ def test_a_postgresql_statement_with_parameters_is_refused(tmp_path):
     log = (SHIPPED / "sharelock.log").read_text().replace("WHERE task = 'resize avatar of user 7'", "WHERE id = $1")
     args = ("--schema", str(SHIPPED / "sharelock.schema.sql"), "--rows", str(SHIPPED / "sharelock.rows.sql"))
     assert "$" in refused(with_text(tmp_path, log, "r.log"), *args)
+
+
+def test_ids_that_are_no_numbers_are_refused(tmp_path):
+    hostile = RESERVE.replace("MariaDB thread id 7,", "MariaDB thread id \x1b]0;pwned\x07,")
+    assert "not a number" in refused(with_text(tmp_path, hostile), "--schema", SCHEMA)
 
 
 def test_a_table_the_report_names_must_be_the_schemas(tmp_path):

@@ -49,13 +49,13 @@ def replay(
         waits = part.party.waits.text() if part.party.waits else "nothing the report prints"
         waits += f" at {part.waits_at}" if part.waits_at else ""
         print(fitted(f"   {part.session} = ({part.party.number}): waited for {waits} in "
-                     f"{' '.join(part.statement.split())[:200]}", sys.stdout))
+                     f"{' '.join(part.statement.split())[:200]}", sys.stdout, "      "))
     with api.private_server(found.engine) as server:
         result = api.replay(plan, server, step_timeout, output)
         print(fitted(f"-- reproduced on {server.label} ({server.where}), schedule {result.tried} of those tried: "
                      f"the same cycle, {victim.session} rolled back", sys.stdout))
     for line in result.cycle:
-        print(fitted(line, sys.stdout))
+        print(fitted(line, sys.stdout, "    "))
     if output:
         engine = "" if found.engine == api.engine_target(None, None) else f" --engine {found.engine}"
         print(fitted(f"-- wrote {output}: jobqueue-demo verify {output}{engine}", sys.stdout))

@@ -96,6 +96,9 @@ def _statement(source: str, party: ReportParty, mysql: bool) -> str:
     text = party.statement.strip().rstrip(";").strip()
     if not text:
         raise ReportError(source, f"transaction ({party.number}) has no statement in the report (it was between statements)")
+    if any(ord(c) < 32 and c not in "\n\t" or ord(c) == 127 for c in text):
+        raise ReportError(source, f"the statement of transaction ({party.number}) holds a control character (binary "
+                          "data, as the server printed it): it cannot be sent as written")
     found = list(tokens(text, mysql))
     if any(kind in (OPEN, UNCLEAR) for kind, *_ in found):
         cause = "has a $ (a parameter or dollar quoting), whose value the log does not hold" if not mysql and "$" in text \

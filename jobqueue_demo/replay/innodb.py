@@ -219,8 +219,13 @@ def _report(path: str, raw: list[_Party], victim: int | None, ended: bool, start
     if not ended:
         raise ReportError(path, f"the deadlock section is cut short after transaction ({raw[-1].number}): "
                           "it has no '*** WE ROLL BACK TRANSACTION (N)' line, so the victim is not known", start + 1)
+    if len(raw) < 2:
+        raise ReportError(path, "the deadlock section names one transaction: a cycle has two or more; it is cut short or edited")
     form = _form(path, raw)
     for party in raw:
+        if not (party.trx_id.isdigit() and party.thread_id.isdigit()):
+            raise ReportError(path, f"transaction ({party.number})'s id or thread id is not a number: the section is edited",
+                              party.line)
         if not party.trx_id or not party.thread_id or WAITING not in party.parts:
             missing = "its TRANSACTION line" if not party.trx_id else "its thread id line" if not party.thread_id \
                 else "the lock it waited for (WAITING FOR THIS LOCK TO BE GRANTED)"

@@ -48,6 +48,8 @@ def read(path: str, text: str) -> DeadlockReport:
     numbers = {pid: n for n, (pid, *_rest) in enumerate(waits, 1)}
     parties = []
     for pid, mode, what, blocker in waits:
+        if not (pid.isdigit() and blocker.isdigit()):
+            raise ReportError(path, f"a DETAIL line whose process ids are not numbers ({pid!r}, {blocker!r})", at + 2)
         if pid not in statements:
             raise ReportError(path, f"the DETAIL names no statement for process {pid}: the report is cut short", at + 2)
         if blocker not in numbers:

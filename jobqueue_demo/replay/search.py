@@ -37,24 +37,22 @@ class Replayed:
 def replay(plan: Plan, server, step_timeout: float, verified: str, path: str) -> Replayed:
     """The lesson that reproduces the report's cycle on `server`; NotReproduced, with the
     closest schedule's differences, when none of the schedules does."""
-    closest: tuple[int, list[str]] | None = None
+    closest: tuple[tuple[bool, int], int, list[str]] | None = None
+    tried = 0
     for tried, (prefixed, order) in enumerate(_schedules(plan), 1):
         text = lesson_text(plan, prefixed, order)
         events, stuck = _run(text, path, server, step_timeout)
         differences, cycle = _compare(plan, events, stuck)
         if not differences:
             return Replayed(_recorded(plan, prefixed, order, cycle, path, server, step_timeout, verified), cycle, tried)
-        if closest is None or len(differences) < len(closest[1]):
-            closest = (tried, differences)
-    number, differences = closest or (0, ["no schedule could be built"])
+        rank = (not cycle, len(differences))  # a deadlock that differs is closer than none
+        if closest is None or rank < closest[0]:
+            closest = (rank, tried, differences)
+    _rank, number, differences = closest or ((True, 0), 0, ["no schedule could be built"])
     raise NotReproduced(
-        f"{plan.source}: not reproduced on {server.label} in {number and _count(plan)} schedules; the closest "
+        f"{plan.source}: not reproduced on {server.label} in {tried} schedules; the closest "
         f"(schedule {number}) differs: " + "; ".join(differences)
     )
-
-
-def _count(plan: Plan) -> int:
-    return sum(1 for _ in _schedules(plan))
 
 
 def _schedules(plan: Plan):
