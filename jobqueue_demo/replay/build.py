@@ -306,10 +306,11 @@ def lesson_text(plan: Plan, prefixed: frozenset[str], order: tuple[str, ...], cy
             steps.append({session: PG_PAUSE, "comment": "lets the others' deadlock checks pass (deadlock_timeout): "
                           "PostgreSQL's victim is the process whose check finds the cycle"})
         steps.append({session: part.statement, "comment": f"transaction ({part.party.number})'s statement in the report"})
-    steps += [{WAIT.name: p.session} for p in plan.parts if p is not victim]
     if cycle:
         steps.append({"narrate": " ".join(cycle)})
-    steps += [{p.session: "COMMIT;", "expect": "ok"} for p in plan.parts]
+    for part in _unblocked(plan, victim):
+        steps += [{WAIT.name: part.session}, {part.session: "COMMIT;", "expect": "ok"}]
+    steps.append({victim.session: "COMMIT;", "expect": "ok"})
     lesson = {
         "title": f"Replayed deadlock: {_summary(plan)}",
         "engines": [report.engine],
@@ -319,6 +320,19 @@ def lesson_text(plan: Plan, prefixed: frozenset[str], order: tuple[str, ...], cy
         "steps": steps,
     }
     return yaml.dump(lesson, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _unblocked(plan: Plan, victim: Part) -> list[Part]:
+    """The others in the order the victim's rollback frees them: the one that waited for the
+    victim goes on, and its commit frees the one that waited for it, back round the cycle."""
+    out: list[Part] = []
+    freed = victim
+    while True:
+        waiter = next((p for p in plan.parts if p.party.blocked_by == freed.party.number), None)
+        if waiter is None or waiter is victim or waiter in out:
+            return out + [p for p in plan.parts if p is not victim and p not in out]
+        out.append(waiter)
+        freed = waiter
 
 
 def _summary(plan: Plan) -> str:

@@ -101,6 +101,8 @@ def _compare(plan: Plan, events: list, stuck: str | None) -> tuple[list[str], li
         out.append(f"the deadlock broke {event.session}'s inferred statement, not the report's")
     if failed:
         out.append(f"{failed[0].session}'s statement failed: {failed[0].result.error}")
+    if stuck:
+        out.append(f"after the deadlock the run got stuck ({stuck})")
     cycle = event.deadlock
     if cycle is None:
         return out + ["the server's account of the cycle could not be read"], []

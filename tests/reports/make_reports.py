@@ -19,7 +19,8 @@ SHIPPED = HERE.parent.parent / "reports"
 
 QUEUE_SCHEMA = (SHIPPED / "reserve-vs-delete.schema.sql").read_text()
 
-# (file, rows, [(session, sql)], the session statements that end blocked, in order)
+# name: (rows, [(session, sql)], the statements that end blocked, in order); the shipped
+# ones are written to reports/NAME.txt, the others to tests/reports/mariadb-NAME.txt.
 MARIADB = {
     "claim-vs-enqueue": (
         "INSERT INTO jobs (id, task, state) VALUES (1, 'send welcome email', 'done'), (2, 'resize avatar', 'done');",
@@ -47,7 +48,15 @@ MARIADB = {
             ("B", "DELETE FROM jobs WHERE id = 4"),
         ],
     ),
+    "three-way": (
+        "INSERT INTO jobs (id, task) VALUES (1, 'a'), (2, 'b'), (3, 'c');",
+        [(s, sql) for s, n in (("A", 1), ("B", 2), ("C", 3))
+         for sql in ("BEGIN", f"UPDATE jobs SET state='running' WHERE id={n}")],
+        [("A", "UPDATE jobs SET state='done' WHERE id=2"), ("B", "UPDATE jobs SET state='done' WHERE id=3"),
+         ("C", "UPDATE jobs SET state='done' WHERE id=1")],
+    ),
 }
+SHIPPED_MARIADB = ("claim-vs-enqueue", "reserve-vs-delete")
 
 
 def mariadb_reports() -> None:
@@ -62,7 +71,7 @@ def mariadb_reports() -> None:
             root.cursor().execute("USE shop")
             root.cursor().execute(QUEUE_SCHEMA)
             root.cursor().execute(rows)
-            sessions = {s: info.params.connect("shop") for s in ("A", "B")}
+            sessions = {s: info.params.connect("shop") for s, _ in before + blocking}
             for session, sql in before:
                 sessions[session].cursor().execute(sql)
             _blocking(sessions, blocking)
@@ -74,7 +83,7 @@ def mariadb_reports() -> None:
             log = (Path(info.params.unix_socket).parent / ERROR_LOG_NAME).read_text()
             for conn in [*sessions.values(), root]:
                 conn.close()
-        (SHIPPED / f"{name}.txt").write_text(status)
+        (SHIPPED / f"{name}.txt" if name in SHIPPED_MARIADB else HERE / f"mariadb-{name}.txt").write_text(status)
         start = log.find("Transactions deadlock detected")
         end = log.find("WE ROLL BACK TRANSACTION", start)
         begin = log.rfind("\n", 0, start) + 1
