@@ -255,6 +255,13 @@ def test_a_postgresql_tuple_past_the_first_page_asks_for_rows(tmp_path):
     assert "--rows" in refused(with_text(tmp_path, log, "r.log"), "--schema", str(SHIPPED / "sharelock.schema.sql"))
 
 
+def test_the_reports_database_name_is_left_out_of_its_statements(tmp_path):
+    qualified = RESERVE.replace("DELETE FROM jobs WHERE id = 4", "DELETE FROM `shop`.jobs WHERE id = 4 AND 'shop.' <> ''")
+    done, lesson = replayed(tmp_path, with_text(tmp_path, qualified), "--schema", SCHEMA)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "DELETE FROM jobs WHERE id = 4 AND 'shop.' <> '';" in [s.get("A") for s in yaml.safe_load(lesson.read_text())["steps"]]
+
+
 def test_a_hostile_record_value_is_a_value_in_the_lesson_never_sql(tmp_path):
     """The task field of the locked row decodes to text that would end the INSERT's quotes."""
     evil = "x'); DROP TABLE jobs; --"

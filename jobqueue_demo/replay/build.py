@@ -34,7 +34,7 @@ class Part:
     prefix: str | None = None  # the inferred statement that takes the lock it held
     why: str = ""
     isolation: str = REPEATABLE_READ
-    waits_at: str = ""  # the record it waited for, decoded: "(state = 'queued', id = 4)", "(0,2)"
+    waits_at: str = ""  # the index record it waited for, decoded: "(state = 'queued', id = 4)"
 
 
 @dataclass
@@ -46,7 +46,7 @@ class Plan:
     rows_note: str
 
     @property
-    def mysql(self) -> bool:
+    def innodb(self) -> bool:
         return self.report.innodb
 
     def part(self, number: int | None) -> Part | None:
@@ -62,7 +62,8 @@ def plan(report: DeadlockReport, source: str, schema_path: str, schema: str, tab
         for lock in (party.waits, party.holds):
             _check_lock(source, schema_path, lock, tables)
     isolation = REPEATABLE_READ if mysql else READ_COMMITTED  # each engine's default
-    parts = [Part(chr(ord("A") + i), p, _statement(source, p, mysql), isolation=isolation)
+    databases = {lock.database for p in report.parties for lock in (p.waits, p.holds) if lock is not None and lock.database}
+    parts = [Part(chr(ord("A") + i), p, _unqualified(_statement(source, p, mysql), databases), isolation=isolation)
              for i, p in enumerate(report.parties)]
     synthesised = "" if rows is not None else _rows(source, report, tables) if mysql else _places(source, report, tables)
     for part in parts:
@@ -112,6 +113,20 @@ def _statement(source: str, party: ReportParty, mysql: bool) -> str:
         raise ReportError(source, f"the statement of transaction ({party.number}) starts with {first or 'nothing'}: replay "
                           f"runs only {', '.join(ROW_STATEMENTS)} statements")
     return text + ";"
+
+
+def _unqualified(statement: str, databases: set[str]) -> str:
+    """The statement without the report's database before a table's name (`shop`.`jobs`,
+    shop.jobs): the lesson's tables are in its own scratch database."""
+    found = list(tokens(statement, True))
+    cuts = [
+        (name[1], dot[2]) for name, dot in zip(found, found[1:])
+        if dot[3] == "." and (name[0] == WORD or (name[0] == QUOTED and name[3] == "`"))
+        and (statement[name[1] + 1: name[2] - 1] if name[0] == QUOTED else statement[name[1]: name[2]]) in databases
+    ]
+    for start, end in reversed(cuts):
+        statement = statement[:start] + statement[end:]
+    return statement
 
 
 def _rows(source: str, report: DeadlockReport, tables: dict[str, Table]) -> str:
@@ -293,7 +308,7 @@ def _just_below(value: str) -> str | None:
 def lesson_text(plan: Plan, prefixed: frozenset[str], order: tuple[str, ...], cycle: list[str] | None = None) -> str:
     """The lesson for one schedule: the prefixes of the sessions in `prefixed`, then each
     session's waiting statement in `order`. `cycle`: the lines that tell the deadlock seen."""
-    report, mysql = plan.report, plan.mysql
+    report, mysql = plan.report, plan.innodb
     victim = plan.part(report.victim)
     steps: list[dict] = [{"narrate": _intro(plan)}]
     steps += [{p.session: "BEGIN;", "expect": "ok"} for p in plan.parts]

@@ -111,13 +111,13 @@ def _compare(plan: Plan, events: list, stuck: str | None) -> tuple[list[str], li
         if seen is None:
             out.append(f"{part.session} is not in the server's cycle")
             continue
-        out += _lock_differences(part.session, "waited for", seen.waits_for, part.party.waits, plan.mysql)
+        out += _lock_differences(part.session, "waited for", seen.waits_for, part.party.waits, plan.innodb)
         holder = plan.part(part.party.blocked_by)
         blocker = cycle.party(seen.blocked_by)
         if holder is not None and (blocker is None or blocker.session != holder.session):
             out.append(f"{part.session} was blocked by {cycle.name(seen.blocked_by)}, in the report by {holder.session}")
         elif holder is not None and holder.party.holds is not None and blocker.held is not None:
-            out += _lock_differences(holder.session, "held", blocker.held, holder.party.holds, plan.mysql)
+            out += _lock_differences(holder.session, "held", blocker.held, holder.party.holds, plan.innodb)
     return out, cycle.lines()
 
 
