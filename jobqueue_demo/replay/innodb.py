@@ -242,7 +242,8 @@ def _form(path: str, raw: list[_Party]) -> str:
         return MYSQL
     raise ReportError(path, "a deadlock report of an InnoDB version this does not read: it knows MariaDB 10.6+ "
                       "(a 'CONFLICTING WITH:' list under each transaction) and MySQL 8.0/8.4 ('HOLDS THE LOCK(S):' "
-                      "under each); MySQL 5.7 and MariaDB before 10.6 print what only one transaction holds")
+                      "under each); MySQL 5.7, MySQL 8.0 before 8.0.18 and MariaDB before 10.6 print what only one "
+                      "transaction holds")
 
 
 def _linked(raw: list[_Party]) -> tuple[ReportParty, ...]:
