@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from .. import api
-from .shared import Dsns, StepTimeout, app, fitted, heading
+from .shared import StepTimeout, app, fitted, heading
 
 
 @app.command()
@@ -18,11 +18,15 @@ def replay(
                                  "or the name of a shipped example (claim-vs-enqueue, reserve-vs-delete, sharelock)."),
     schema: Optional[str] = typer.Option(None, "--schema", help="The CREATE TABLE (and CREATE INDEX) statements of the "
                                          "tables the report's locks are on (a shipped example has its own).", show_default=False),
-    rows: Optional[str] = typer.Option(None, "--rows", help="INSERT statements of the rows (default: made from the "
-                                       "records the report prints; a PostgreSQL report needs them).", show_default=False),
+    rows: Optional[str] = typer.Option(None, "--rows", help="INSERT statements of the rows, in the order they were "
+                                       "inserted (default: made from the records an InnoDB report prints, or at the tuples a "
+                                       "PostgreSQL report names).", show_default=False),
     output: Optional[str] = typer.Option(None, "-o", "--output", help="Where to write the lesson, when it reproduced the "
                                          "deadlock.", show_default=False),
-    dsn: Dsns = None,
+    dsn: Optional[str] = typer.Option(None, "--dsn", help="Read the schema from this database's catalog instead of "
+                                      "--schema (mysql://user@host/DATABASE, postgresql://user@host/DATABASE): the tables "
+                                      "the report names, no row. The replay still runs on an embedded server.",
+                                      show_default=False),
     step_timeout: StepTimeout = 10.0,
 ) -> None:
     """Read a deadlock report, build the schedule that makes the same cycle, run it on an
@@ -39,9 +43,8 @@ def replay(
       jobqueue-demo replay claim-vs-enqueue
       jobqueue-demo replay sharelock -o my-sharelock.yaml
     """
-    single, _nodes = api.split_dsns(dsn)
     path, found = api.read_deadlock_report(report)
-    plan = api.replay_plan(found, path, schema, rows, single)
+    plan = api.replay_plan(found, path, schema, rows, dsn)
     victim = plan.part(found.victim)
     heading(f"-- {plan.source}: a {found.form} report of {len(found.parties)} transactions; "
             f"the server rolled back ({found.victim})", False)
