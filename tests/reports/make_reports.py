@@ -48,6 +48,13 @@ MARIADB = {
             ("B", "DELETE FROM jobs WHERE id = 4"),
         ],
     ),
+    "claim-vs-insert": (
+        "INSERT INTO jobs (id, task) VALUES (1, 'send welcome email');",
+        [("A", "BEGIN"), ("A", "SELECT id FROM jobs WHERE state='queued' ORDER BY id LIMIT 1 FOR UPDATE"),
+         ("B", "BEGIN"), ("B", "INSERT INTO jobs (task) VALUES ('send welcome email')")],
+        [("B", "UPDATE jobs SET state='done' WHERE id = 1"),
+         ("A", "SELECT id FROM jobs WHERE state='queued' AND id > 1 ORDER BY id LIMIT 1 FOR UPDATE")],
+    ),
     "three-way": (
         "INSERT INTO jobs (id, task) VALUES (1, 'a'), (2, 'b'), (3, 'c');",
         [(s, sql) for s, n in (("A", 1), ("B", 2), ("C", 3))
