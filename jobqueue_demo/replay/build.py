@@ -12,12 +12,13 @@ from ..engine.sql_lexer import END, OPEN, QUOTED, UNCLEAR, WORD, tokens
 from ..engine.types import GAP_ONLY, INSERT_INTENTION_ONLY, NEXT_KEY, RECORD, WHOLE_TABLE
 from ..errors import ReportError
 from ..scenario.fault_kinds import WAIT
-from .keys import INTEGER_BYTES, TEXT_TYPES, Undecodable, literal, quoted_name, text_literal
+from .keys import TEXT_TYPES, Undecodable, literal, quoted_name, text_literal
 from .report import DeadlockReport, ReportLock, ReportParty
 from .schema import PRIMARY, Table
 
 ROW_STATEMENTS = ("SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "WITH")
 MAX_PARTIES = 4
+NUMBER_TYPES = ("decimal", "numeric", "float", "double", "real")
 MAX_PLACE = 200  # the most rows replay makes for a PostgreSQL report's tuples
 REPEATABLE_READ, READ_COMMITTED = "repeatable-read", "read-committed"
 # Waits out the first waiter's deadlock check, in whatever deadlock_timeout the server has.
@@ -220,11 +221,9 @@ def _decoded(source: str, party: ReportParty, lock: ReportLock, table: Table) ->
 
 def _filler(table: Table, name: str, n: int) -> str:
     column = table.columns[name]
-    if column.default is not None:
-        return column.default
-    if column.nullable:
-        return "NULL"
-    if column.type in INTEGER_BYTES or column.type in ("decimal", "numeric", "float", "double"):
+    if column.default is not None or column.nullable:
+        return "DEFAULT"  # the server's own, however the schema spells it (now(), a sequence)
+    if "int" in column.type or "serial" in column.type or column.type in NUMBER_TYPES:
         return str(n)
     if column.type == "enum" and column.values:
         return text_literal(column.values[0])

@@ -154,6 +154,41 @@ def postgresql_reports() -> None:
     (HERE / "postgresql-sharelock.client.txt").write_text(client)
 
 
+PG_BIGSERIAL = ("CREATE TABLE jobs (id BIGSERIAL PRIMARY KEY, queue TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'queued', "
+                "run_at TIMESTAMPTZ NOT NULL DEFAULT now());\n")
+
+
+def postgresql_lock_vs_update() -> None:
+    """A claimer's SELECT … FOR UPDATE of a row another worker deleted, against that worker's
+    UPDATE of the claimer's row: tests/reports/postgresql-lock-vs-update.log, its schema beside it."""
+    from jobqueue_demo.engine.postgresql.embedded import LOG_NAME
+    from jobqueue_demo.engine.seam import seam_of
+
+    with seam_of("postgresql").embedded() as info:
+        root = info.params.connect("postgres")
+        root.execute("ALTER SYSTEM SET log_lock_waits = on")
+        root.execute("SELECT pg_reload_conf()")
+        root.execute("CREATE DATABASE shop")
+        shop = info.params.connect("shop")
+        shop.execute(PG_BIGSERIAL)
+        shop.execute("INSERT INTO jobs (queue) VALUES ('mail'), ('mail'), ('sms')")
+        sessions = {s: info.params.connect("shop") for s in ("A", "B")}
+        sessions["A"].execute("BEGIN")
+        sessions["A"].execute("SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED")
+        sessions["B"].execute("BEGIN")
+        sessions["B"].execute("DELETE FROM jobs WHERE id = 2")
+        _blocking(sessions, [("A", "SELECT id FROM jobs WHERE id = 2 FOR UPDATE"),
+                             ("B", "UPDATE jobs SET state = 'cancelled' WHERE queue = 'mail'")], pause=0.1)
+        log = (Path(info.params.socket_dir) / LOG_NAME).read_text()
+        for conn in [*sessions.values(), shop, root]:
+            conn.close()
+    lines = log.splitlines()
+    start = next(i for i, line in enumerate(lines) if "still waiting" in line)
+    (HERE / "postgresql-lock-vs-update.log").write_text("\n".join(lines[start:]) + "\n")
+    (HERE / "postgresql-lock-vs-update.schema.sql").write_text(PG_BIGSERIAL)
+
+
 if __name__ == "__main__":
     mariadb_reports()
     postgresql_reports()
+    postgresql_lock_vs_update()
