@@ -169,6 +169,7 @@ def test_the_client_error_alone_asks_for_the_server_log(tmp_path):
     ("CALL purge_jobs()", "starts with CALL"),
     ("UPDATE jobs SET task = 'cut short", "cut it short"),
     ("DELETE FROM jobs WHERE task = '\x1b[2J'", "control character"),
+    ("DELETE /*!99999 FROM jobs; DROP TABLE jobs */ FROM jobs WHERE id = 4", "executable comment"),
 ])
 def test_only_the_one_row_locking_statement_a_transaction_ran_is_replayed(tmp_path, statement, says):
     hostile = RESERVE.replace("DELETE FROM jobs WHERE id = 4", statement)

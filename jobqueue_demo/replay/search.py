@@ -13,7 +13,7 @@ import itertools
 from contextlib import closing
 from dataclasses import dataclass
 
-from ..errors import NotReproduced, StuckError
+from ..errors import NotReproduced, ReportError, ScenarioError, StuckError
 from ..run import events as ev
 from ..run.driver import Run, RunOptions
 from ..run.record import rewrite
@@ -73,7 +73,10 @@ def _schedules(plan: Plan):
 
 
 def _run(text: str, path: str, server, step_timeout: float) -> tuple[list, str | None]:
-    scenario = scenario_from_text(path, text).for_engine(server.engine)
+    try:
+        scenario = scenario_from_text(path, text).for_engine(server.engine)
+    except ScenarioError as e:  # a statement of the report the loader's SQL guard refuses
+        raise ReportError(path, f"the lesson made from the report would not load: {e.detail}") from None
     events: list = []
     try:
         with closing(Run(scenario, server, RunOptions(step_timeout=step_timeout)).events()) as stream:
