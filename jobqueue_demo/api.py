@@ -376,6 +376,10 @@ def explore_faults() -> tuple[str, ...]:
 
 def explore_planned(scenario: Scenario, options) -> int:
     """How many schedules the exploration runs at most; UsageError when it is not runnable."""
+    if scenario.spec is not None:
+        from .explore.spec_permutations import chosen, trials
+
+        return len(chosen(trials(scenario, options.faults), options.max_schedules, options.sample, options.seed))
     from .explore.search import planned
 
     return planned(scenario, options)
@@ -386,6 +390,14 @@ def explore_advice(scenario: Scenario) -> str | None:
     from .explore.advice import advice
 
     return advice(scenario, lesson_name(scenario))
+
+
+def explore_spec(scenario: Scenario, server, options, on_permutation: Callable | None = None):
+    """An isolation spec's permutations (with faults in place of each step) run as
+    isolationtester runs them, its invariants checked after each; the SpecReport."""
+    from .explore.spec_permutations import explore_spec as run_spec
+
+    return run_spec(for_server(scenario, server), server, options, on_permutation)
 
 
 def explore(scenario: Scenario, server, options, on_schedule: Callable | None = None):

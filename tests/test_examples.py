@@ -38,6 +38,7 @@ EXIT_CODES = {
     "jobqueue-demo explore cluster-skip-locked-explore --sample 600 --seed 1": 1,  # the email sent twice
     "jobqueue-demo workers --queue read-then-mark-bug -w 4 --jobs 200 --work-ms 2": 1,  # jobs done twice
     "jobqueue-demo explore --queue read-then-mark-bug": 1,  # the double claim, every schedule
+    "jobqueue-demo explore lost-claim.spec --faults disconnect": 1,  # the job a crashed worker leaves running
 }
 LOCAL_SERVER = "127.0.0.1:3306"
 

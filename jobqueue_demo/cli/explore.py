@@ -35,6 +35,10 @@ def explore(
     step_timeout: StepTimeout = 10.0,
     matrix: List[str] = typer.Option([], "--matrix", metavar="NAME=V1,V2", help=MATRIX_HELP, show_default=False),
     cluster: Cluster = None,
+    show_all: bool = typer.Option(
+        False, "--show-all", help="A .spec: print every permutation as isolationtester prints it, as it ends "
+        "(without --faults, what isolationtester prints for the spec), then the report.",
+    ),
 ) -> None:
     """Run every interleaving of a scenario's sessions and check its invariants after each.
 
@@ -45,6 +49,11 @@ def explore(
     showing it as a transcript. Exits 1 when an invariant was violated, a schedule got stuck
     or a statement failed with an error its expect: does not name.
 
+    A PostgreSQL isolation spec (.spec) is explored as isolationtester runs it: its
+    permutations (those written, or every interleaving of its steps), with --faults in place
+    of each step, and its `#@invariant NAME { SQL }` lines (holding while the SQL returns no
+    row) checked after each; a step's error is the spec's output, not a finding.
+
     \b
     Example:
       jobqueue-demo explore skip-locked-explore
@@ -53,6 +62,7 @@ def explore(
       jobqueue-demo explore claim-without-lock-explore --matrix innodb_snapshot_isolation=ON,OFF
       jobqueue-demo explore skip-locked-explore --cluster 3 --max-schedules 100
       jobqueue-demo explore --queue read-then-mark-bug
+      jobqueue-demo explore lost-claim.spec --faults disconnect
     """
     from ..render.color import color_on
     from ..render.explore_report import as_dict, print_report, verdict
@@ -61,6 +71,12 @@ def explore(
 
     options = api.explore_options(faults, max_schedules, sample, seed, jobs, step_timeout)
     loaded = _target(scenario, queue, enqueue_during)
+    if loaded.spec is not None:
+        _explore_spec(loaded, dsn, options, as_json, show_all, bool(matrix), cluster)
+        return
+    if show_all:
+        raise UsageError("--show-all prints a .spec's permutations as isolationtester does; a YAML scenario's "
+                         "counterexamples are in the report (run SCENARIO shows its own order)")
     at_most = api.explore_planned(loaded, options)
     if matrix:
         _explore_matrix(loaded, dsn, matrix, options, as_json)
@@ -80,6 +96,31 @@ def explore(
         print(fitted(verdict(report), sys.stdout))
     if report.stopped is not None:
         raise report.stopped  # told and ended at the CLI's boundary, as any stop signal
+    if report.failed:
+        raise typer.Exit(EXIT_MISMATCH)
+
+
+def _explore_spec(loaded, dsn, options, as_json: bool, show_all: bool, matrix: bool, cluster) -> None:
+    from ..render.late_progress import LateProgress
+    from ..render.spec_explore_report import PermutationPrinter, print_spec_report, spec_as_dict
+    from ..render.wrap import terminal_width
+
+    if matrix or cluster:
+        raise UsageError(f"--{'matrix' if matrix else 'cluster'} explores YAML scenarios; a .spec runs on one server")
+    if as_json and show_all:
+        raise UsageError("--show-all prints the permutations as text; leave out --json (its findings carry their output)")
+    planned = api.explore_planned(loaded, options)
+    with server_for(dsn, (loaded,)) as server:
+        heading(f"-- {loaded.title}: exploring its permutations on {server.label} ({server.where})", as_json or show_all)
+        printer = PermutationPrinter(loaded, sys.stdout, sys.stderr, sys.stdout.isatty()) if show_all else None
+        with LateProgress("permutations", planned, quiet=as_json or show_all) as advance:
+            report = api.explore_spec(loaded, server, options, printer or (lambda _: advance()))
+    if as_json:
+        print(json.dumps(spec_as_dict(loaded, report), indent=2, ensure_ascii=False))
+    else:
+        if show_all:
+            print()
+        print_spec_report(loaded, report, sys.stdout, terminal_width(sys.stdout))
     if report.failed:
         raise typer.Exit(EXIT_MISMATCH)
 

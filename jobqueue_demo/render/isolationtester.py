@@ -37,7 +37,10 @@ class IsolationtesterView:
         text = self.text(event)
         if text:
             self.out.write(shown(text) if self.terminal else text)
-            self.out.flush()
+            # A file or a pipe is written when a step is seen waiting (what a reader watches
+            # for), else as its buffer fills: a flush an event was a system call a line.
+            if self.terminal or isinstance(event, ev.Waiting):
+                self.out.flush()
 
     def text(self, event) -> str:
         if isinstance(event, ev.RunStarted):
@@ -56,6 +59,17 @@ class IsolationtesterView:
             return self._script(event)
         if isinstance(event, ev.Notified):
             return f'{event.session}: NOTIFY "{event.channel}" with payload "{event.payload}" from {event.sender}\n'
+        return self._explored(event)
+
+    def _explored(self, event) -> str:
+        """What only explore's permutations have, in lines of the same form: a fault done in a
+        step's place, a permutation that could not complete, the invariants after it."""
+        if isinstance(event, ev.FaultApplied):
+            return f"step {self.scenario.steps[event.index].comment}!{event.action}: <{event.detail}>\n"
+        if isinstance(event, ev.PermutationStuck):
+            return f"{event.message}\n"
+        if isinstance(event, ev.Checked):
+            return "".join(_invariant(inv, got) for inv, got in event.results)
         return ""
 
     def _script(self, event: ev.ScriptAnswered) -> str:
@@ -84,6 +98,12 @@ class IsolationtesterView:
 
 def _each(result: Result) -> tuple[Result, ...]:
     return tuple(getattr(result, "earlier", ())) + (result,)
+
+
+def _invariant(invariant, got: Result) -> str:
+    if got.error is None and not got.rows:
+        return f"invariant {invariant.name}: holds\n"
+    return f"invariant {invariant.name}: VIOLATED\n" + _answer("", got)
 
 
 def _answer(session: str, result: Result) -> str:

@@ -98,12 +98,16 @@ def lesson_list(found, width: int | None) -> list[str]:
     hang = " " * (names + 2) if beside else "  "
     out: list[str] = []
     for lesson in shown:
-        if lesson.for_explore and not any(line.startswith("-- written for") for line in out):
+        if lesson.permutations is not None and not any(line.startswith("-- isolation specs") for line in out):
+            out += ["", *wrap("-- isolation specs, PostgreSQL's isolationtester format (docs/specs.md), given by "
+                              "file name to run, explore, compare and export:", width, "   ")]
+        elif lesson.for_explore and not any(line.startswith("-- written for") for line in out):
             out += ["", *wrap("-- written for 'jobqueue-demo explore' (every order, checked by invariants):", width, "   ")]
         explore = f"; explore: {lesson.explore}" if lesson.explore else ""
         explore += f"; explore variant of {', '.join(lesson.variant_of)}" if lesson.variant_of else ""
-        facts = (f"sessions {', '.join(lesson.sessions)}; engines {', '.join(lesson.engines)}; "
-                 f"verified: {lesson.verified or 'not recorded'}{explore}")
+        checked = f"{lesson.permutations:,} permutation(s)" if lesson.permutations is not None else (
+            f"verified: {lesson.verified or 'not recorded'}")
+        facts = f"sessions {', '.join(lesson.sessions)}; engines {', '.join(lesson.engines)}; {checked}{explore}"
         head = [f"{lesson.name:{names}s}  {lesson.summary}"] if beside else [lesson.name, hang + lesson.summary]
         for line in [*head, hang + facts]:
             out += wrap(line, width, hang)

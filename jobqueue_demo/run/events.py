@@ -183,6 +183,24 @@ class Notified(Plain):
         self.sender = sender  # the sending session's name, or "PID n" for a connection not the run's
 
 
+class Checked(Plain):
+    """A spec's `#@invariant`s, run after a permutation's steps (explore): (Invariant, Result) pairs."""
+
+    __slots__ = ("results",)
+
+    def __init__(self, results: tuple):
+        self.results = results
+
+
+class PermutationStuck(Plain):
+    """A permutation explore ran ended with steps that never completed; its sessions were ended."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str):
+        self.message = message
+
+
 @dataclass(eq=False)
 class RunFinished:
     """Every step has run and every statement has answered; the sessions close next."""
@@ -192,5 +210,5 @@ class RunFinished:
 
 Event = (
     RunStarted | StepStarting | Narrated | Waiting | Completed | FaultApplied | LocksShown | LocksTaken | Stuck
-    | PermutationStarting | ScriptAnswered | Noticed | Notified | RunFinished
+    | PermutationStarting | ScriptAnswered | Noticed | Notified | Checked | PermutationStuck | RunFinished
 )

@@ -19,6 +19,7 @@ does not answer within the step timeout ends the run (StuckError) rather than be
 
 from __future__ import annotations
 
+import os
 import select
 import time
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from dataclasses import replace
 
 from ..engine.types import Result
 from ..errors import ScenarioError, ServerError, StuckError
+from ..scenario.fault_kinds import BY_NAME
 from ..scenario.model import Scenario
 from . import events as ev
 from .connections import Connections
@@ -40,11 +42,46 @@ LOOK_EVERY_S = 0.01  # isolationtester asks whether a step is blocked every 10 m
 FIRST_LOOK_S = 0.002
 
 
-class SpecRun:
-    """One run of every permutation of a spec; iterate `events()` once."""
+class Trial:
+    """One permutation as it is run: the spec's steps (with each one's session), and for explore
+    at most one fault done in place of one of them (`fault`: its place and kind), after which
+    that session takes no step."""
 
-    def __init__(self, scenario: Scenario, server, options: RunOptions = RunOptions()):
+    __slots__ = ("steps", "sessions", "fault")
+
+    def __init__(self, steps: tuple, sessions: tuple[str, ...], fault: tuple[int, str] | None = None):
+        self.steps = steps
+        self.sessions = sessions
+        self.fault = fault
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """As `starting permutation:` lists them: a fault's step as `NAME!KIND`, and none of
+        the steps it spared."""
+        at, kind = self.fault if self.fault is not None else (-1, "")
+        return tuple(p.name + (f"!{kind}" if i == at else "") for i, p in self.taken())
+
+    def taken(self) -> list:
+        """(place, step) of the steps that run: after a fault, none of its session's."""
+        if self.fault is None:
+            return list(enumerate(self.steps))
+        at = self.fault[0]
+        ended = self.sessions[at]
+        return [(i, p) for i, p in enumerate(self.steps) if i <= at or self.sessions[i] != ended]
+
+
+def spec_trials(spec) -> list[Trial]:
+    """The spec's permutations: those written, or every interleaving in isolationtester's order."""
+    steps = spec.steps()
+    return [Trial(tuple(s), tuple(steps[p.name].session for p in s)) for s in spec.schedules()]
+
+
+class SpecRun:
+    """One run of every permutation of a spec (or of `trials`, explore's); iterate `events()` once."""
+
+    def __init__(self, scenario: Scenario, server, options: RunOptions = RunOptions(), trials: list[Trial] | None = None):
         self.scenario = scenario
+        self.trials = trials  # explore's; None: the spec's own permutations, as isolationtester's
         self.spec = scenario.spec
         self.server = server
         self.timeout = options.step_timeout
@@ -61,6 +98,8 @@ class SpecRun:
         self.total_notices: dict[str, int] = {}
         self.targets: dict[int, int] = {}  # id(Blocker) -> the notice count it waits for
         self.any_new_notice = False
+        self.substitute: dict[str, tuple[str, str]] = {}  # step name -> (name shown, SQL sent) of a fault
+        self.ended: set[str] = set()  # sessions a fault or a stuck permutation ended; reconnected after it if closed
 
     def now(self) -> float:
         return (time.perf_counter() - self.started) * 1000.0
@@ -70,42 +109,102 @@ class SpecRun:
         try:
             self.conns.open()
             self.conns.scratch.let_role_set(self.spec.settings)
-            for session in self.conns.sessions.values() if self.pg else ():
-                session.notices.show = libpq_notice
-                session.notices.most = None
-                # A step that has sent rows and then waits for a lock is waiting, as libpq's
-                # PQisBusy tells isolationtester; and every row, value and notice is printed.
-                session.whole = True
+            for session in self.conns.sessions.values():
+                self._watch(session)
             yield ev.RunStarted(self.scenario.title, self.server.label, self.database)
-            for schedule in self.spec.schedules():
-                yield from self._permutation(schedule)
+            for trial in self.trials if self.trials is not None else spec_trials(self.spec):
+                yield from self._permutation(trial)
             yield ev.RunFinished(self.now())
         except BaseException:
             self.conns.close(quiet=True)
             raise
         self.conns.close()
 
+    def _watch(self, session) -> None:
+        if not self.pg:
+            return
+        session.notices.show = libpq_notice
+        session.notices.most = None
+        # A step that has sent rows and then waits for a lock is waiting, as libpq's
+        # PQisBusy tells isolationtester; and every row, value and notice is printed.
+        session.whole = True
+        # Named as isolationtester names its sessions (what $PGAPPNAME says, then /SESSION),
+        # for a spec that looks itself up in pg_stat_activity.
+        named = f"{os.environ.get('PGAPPNAME', '')}/{session.name}".replace("'", "''")
+        answer = self.server.seam.answer(session.conn, f"SET application_name = '{named}'")
+        if answer.error:
+            raise ServerError(f"{session.name}'s application_name was refused: {answer.error}")
+
     # -- one permutation ----------------------------------------------------------
 
-    def _permutation(self, schedule) -> Iterator[ev.Event]:
-        yield ev.PermutationStarting(tuple(p.name for p in schedule))
+    def _permutation(self, trial: Trial) -> Iterator[ev.Event]:
+        yield ev.PermutationStarting(trial.names)
         for sql in self.spec.setups:
             yield from self._script("setup", None, sql, fatal=True)
         for session in self.spec.sessions:
             if session.setup:
                 yield from self._script("setup", session.name, session.setup, fatal=True)
         self.active.clear()
-        waiting: list = []
-        for pstep in schedule:
-            waiting = yield from self._next(pstep, waiting)
-        waiting = yield from self._complete_all(waiting, RETRY)
-        if waiting:
-            raise StuckError("failed to complete permutation due to mutually-blocking steps: " + " ".join(p.name for p in waiting))
+        self.substitute.clear()
+        try:
+            yield from self._steps(trial)
+        except StuckError as stuck:
+            if self.trials is None:
+                raise
+            yield ev.PermutationStuck(str(stuck))
+            self._end_running()
+        if self.trials is not None and self.scenario.invariants:
+            answer = self.server.seam.answer
+            yield ev.Checked(tuple((i, answer(self.conns.user_conn, i.sql)) for i in self.scenario.invariants))
         for session in self.spec.sessions:
-            if session.teardown:
+            if session.teardown and session.name not in self.ended:
                 yield from self._script("teardown", session.name, session.teardown, fatal=False)
         if self.spec.teardown:
             yield from self._script("teardown", None, self.spec.teardown, fatal=False)
+        for name in sorted(self.ended):
+            if self.conns.sessions[name].closed:
+                self.conns.reconnect(name)
+                self._watch(self.conns.sessions[name])
+        self.ended.clear()
+
+    def _steps(self, trial: Trial) -> Iterator[ev.Event]:
+        waiting: list = []
+        for at, pstep in trial.taken():
+            if trial.fault is not None and at == trial.fault[0]:
+                waiting = yield from self._fault(pstep, trial.fault[1], waiting)
+            else:
+                waiting = yield from self._next(pstep, waiting)
+        waiting = yield from self._complete_all(waiting, RETRY)
+        if waiting:
+            raise StuckError("failed to complete permutation due to mutually-blocking steps: " + " ".join(p.name for p in waiting))
+
+    def _fault(self, pstep, kind: str, waiting: list) -> Iterator[ev.Event]:
+        """Explore's fault in the step's place: the statement it sends instead (ROLLBACK), sent as
+        the step would be; or the session's connection dropped as a crashed client's is, also
+        while its statement waits. The session takes no further step."""
+        fault = BY_NAME[kind]
+        step = self.steps[pstep.name]
+        self.ended.add(step.session)
+        if fault.sql:
+            self.substitute[pstep.name] = (f"{pstep.name}!{kind}", fault.sql)
+            return (yield from self._next(pstep, waiting))
+        self.conns.sessions[step.session].drop_socket()
+        running = self.active.pop(step.session, None)
+        yield ev.FaultApplied(self.index[pstep.name], kind, step.session, self.now(), fault.told)
+        return [p for p in waiting if p is not running]
+
+    def _end_running(self) -> None:
+        """A stuck permutation's statements still running: their sessions ended from the
+        control connection, to be connected anew after it."""
+        for name in list(self.active):
+            self.conns.kill_quietly(self.conns.sessions[name].thread_id)
+            self.conns.sessions[name].close()
+            self.ended.add(name)
+        self.active.clear()
+
+    def _shown(self, pstep) -> tuple[str, str]:
+        """The step's name and SQL as sent and told: a fault's in its place."""
+        return self.substitute.get(pstep.name) or (pstep.name, self.steps[pstep.name].sql)
 
     def _next(self, pstep, waiting: list) -> Iterator[ev.Event]:
         step = self.steps[pstep.name]
@@ -120,7 +219,7 @@ class SpecRun:
         session = self.conns.sessions[step.session]
         index = self.index[pstep.name]
         yield ev.StepStarting(index, self.scenario.steps[index])
-        if session.send(step.sql) is not None:
+        if session.send(self._shown(pstep)[1]) is not None:
             raise ServerError(f"failed to send step {pstep.name}: {step.session}'s connection is gone")
         self.active[step.session] = pstep
         for blocker in pstep.blockers:
@@ -212,7 +311,8 @@ class SpecRun:
         result = session.read(self.timeout)
         self._count(step.session, sum(len(getattr(r, "notices", ())) for r in _each(result)))
         index = self.index[pstep.name]
-        yield ev.Completed(index, step.session, step.sql, pstep.name, result, self.now(), waited)
+        name, sql = self._shown(pstep)
+        yield ev.Completed(index, step.session, sql, name, result, self.now(), waited)
         if self.pg:
             yield from self._notifies(session)
         del self.active[step.session]
@@ -236,7 +336,8 @@ class SpecRun:
 
     def _waiting(self, pstep, session, kind: str) -> ev.Waiting:
         session.waiting = True
-        return ev.Waiting(self.index[pstep.name], session.name, self.steps[pstep.name].sql, pstep.name, self.now(), kind, ())
+        name, sql = self._shown(pstep)
+        return ev.Waiting(self.index[pstep.name], session.name, sql, name, self.now(), kind, ())
 
     def _blocked(self, session) -> bool:
         pids = ",".join(str(s.thread_id) for s in self.conns.sessions.values())

@@ -4,6 +4,7 @@ not define the catalogue's record."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -36,6 +37,7 @@ class Lesson:
     explore: str | None = None  # its explore variant
     variant_of: tuple[str, ...] = ()  # the lessons this one is the explore variant of
     engines: tuple[str, ...] = ()
+    permutations: int | None = None  # an isolation spec's (its name is the file's, .spec and all)
 
     @property
     def for_explore(self) -> bool:
@@ -59,11 +61,33 @@ def catalogue() -> list[Lesson]:
             path.stem, str(path), summary, scenario.session_names, stamps, explore=scenario.explore,
             engines=scenario.engines,
         ))
+    out += [_spec(path) for path in sorted(p for folder in lessons.lesson_dirs() for p in (folder / "specs").glob("*.spec"))]
     variants: dict[str, list[str]] = {}
     for lesson in out:
         if lesson.explore:
             variants.setdefault(lesson.explore, []).append(lesson.name)
     return [replace(lesson, variant_of=tuple(variants.get(lesson.name, ()))) for lesson in out]
+
+
+def _spec(path: Path) -> Lesson:
+    """A shipped isolation spec, summed up by the first sentence of its opening comment."""
+    from .loader import load_scenario
+    from .spec import spec_permutations
+
+    try:
+        scenario = load_scenario(str(path))
+    except ScenarioError as e:
+        return Lesson(path.name, str(path), "", (), None, str(e))
+    comment = []
+    for line in scenario.source.splitlines():
+        if not line.startswith("#") or line.startswith("#@"):
+            break
+        comment.append(line.lstrip("#").strip())
+    text = " ".join(comment)
+    # A sentence ends at a full stop after a word, before a capital (not `UPDATE ... RETURNING`).
+    summary = re.split(r"(?<=\w)\. (?=[A-Z])", text, maxsplit=1)[0].rstrip(".") + "." if text else scenario.title
+    return Lesson(path.name, str(path), summary, scenario.session_names, None, engines=scenario.engines,
+                  permutations=spec_permutations(scenario.spec))
 
 
 def _teaching_place(path: Path) -> tuple:

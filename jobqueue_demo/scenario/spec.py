@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from ..errors import ScenarioError
-from .model import Scenario, SessionSpec, Statement
+from .model import Invariant, Scenario, SessionSpec, Statement
 from .sql_guard import refusal
 
 KEYWORDS = ("notices", "permutation", "session", "setup", "step", "teardown")
@@ -38,6 +38,9 @@ _SPACE = " \t\r\f"
 GRANTABLE_SETTINGS = ("deadlock_timeout",)
 # `#@mysql { SQL }` after a block: that block's body on MariaDB/MySQL (a comment to isolationtester).
 MYSQL_BODY = "#@mysql"
+# `#@invariant NAME { SQL }` on a line of its own: a check explore runs after every permutation,
+# which holds while its SQL returns no row (a comment to isolationtester).
+INVARIANT = "#@invariant"
 
 
 @dataclass
@@ -88,6 +91,7 @@ class Spec:
     # Watched as isolationtester watches a step (PostgreSQL's pg_isolation_test_session_is_blocked,
     # notices, NOTIFYs); False for the MySQL variant, watched through its engine's wait monitor.
     isolationtester: bool = True
+    invariants: tuple[Invariant, ...] = ()  # `#@invariant` lines, for explore
 
     def for_mysql(self) -> Spec:
         """The spec with every block that has a MySQL body given it; the others as they are."""
@@ -139,6 +143,7 @@ class _Lexer:
     def __init__(self, path: str, text: str):
         self.path = path
         self.text = text
+        self.invariants: list[Invariant] = []
 
     def fail(self, line: int, message: str):
         raise ScenarioError(self.path, message, line)
@@ -154,6 +159,8 @@ class _Lexer:
                 i += 1
             elif text.startswith(MYSQL_BODY, i):
                 i = self._mysql_body(i, line, found)
+            elif text.startswith(INVARIANT, i):
+                i = self._invariant(i, line)
             elif c == "#":
                 end = text.find("\n", i)
                 i = len(text) if end < 0 else end
@@ -201,6 +208,24 @@ class _Lexer:
         found.append(_Token(MYSQL_BODY, rest[1:-1].strip(_SPACE), line))
         return end
 
+    def _invariant(self, i: int, line: int) -> int:
+        """`#@invariant NAME { SQL }`, on one line: kept aside, the grammar never sees it."""
+        text = self.text
+        end = text.find("\n", i)
+        end = len(text) if end < 0 else end
+        rest = text[i + len(INVARIANT):end].strip(_SPACE)
+        name = _IDENT.match(rest)
+        body = rest[name.end():].strip(_SPACE) if name else ""
+        if name is None or not (body.startswith("{") and body.endswith("}")) or "}" in body[:-1]:
+            self.fail(line, f"{INVARIANT}: expected NAME {{ SQL }} on the same line")
+        sql = body[1:-1].strip(_SPACE)
+        if not sql:
+            self.fail(line, f"{INVARIANT} {name.group()}: its SQL is empty")
+        if any(known.name == name.group() for known in self.invariants):
+            self.fail(line, f"duplicate invariant name: {name.group()}")
+        self.invariants.append(Invariant(name.group(), sql, (), line))
+        return end
+
     def _quoted(self, i: int, line: int) -> tuple[int, str]:
         text, name = self.text, []
         i += 1
@@ -223,7 +248,9 @@ class _Lexer:
 class _Parser:
     def __init__(self, path: str, text: str):
         self.path = path
-        self.tokens = _Lexer(path, text).tokens()
+        lexer = _Lexer(path, text)
+        self.tokens = lexer.tokens()
+        self.invariants = tuple(lexer.invariants)
         self.at = 0
         self.last_line = text.count("\n") + 1
         self.mysql: dict = {}
@@ -273,7 +300,7 @@ class _Parser:
             permutations.append(self.permutation())
         if self.peek() is not None:
             self.take("end of file", "a session, a permutation or the end of the spec (in that order)")
-        return Spec(setups, teardown, sessions, permutations, mysql=self.mysql)
+        return Spec(setups, teardown, sessions, permutations, mysql=self.mysql, invariants=self.invariants)
 
     def _optional(self, keyword: str, key: tuple) -> str | None:
         if self.peek() != keyword:
@@ -333,6 +360,20 @@ def _short(text: str) -> str:
     return repr(first[:40] + ("..." if len(first) > 40 else ""))
 
 
+def spec_permutations(spec: Spec) -> int:
+    """How many permutations isolationtester runs for the spec: those written, or every
+    interleaving of its sessions' steps (counted, not listed)."""
+    if spec.permutations:
+        return len(spec.permutations)
+    from math import factorial
+
+    counts = [len(s.steps) for s in spec.sessions]
+    total = factorial(sum(counts))
+    for count in counts:
+        total //= factorial(count)
+    return total
+
+
 def parse_spec(path: str, text: str) -> Spec:
     """The spec `text` holds, checked as isolationtester checks it before connecting."""
     spec = _Parser(path, text).spec()
@@ -368,7 +409,7 @@ def _check(path: str, spec: Spec) -> None:
 
 
 def _sql_blocks(spec: Spec) -> list[str]:
-    blocks = list(spec.setups) + ([spec.teardown] if spec.teardown else [])
+    blocks = list(spec.setups) + ([spec.teardown] if spec.teardown else []) + [i.sql for i in spec.invariants]
     for session in spec.sessions:
         blocks += [b for b in (session.setup, session.teardown) if b]
         blocks += [s.sql for s in session.steps]
@@ -423,4 +464,5 @@ def _scenario(path: str, text: str, spec: Spec, engine: str, engines: tuple[str,
         engine=engine,
         engines=engines,
         spec=spec,
+        invariants=spec.invariants,
     )
