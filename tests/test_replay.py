@@ -231,6 +231,7 @@ def test_the_acceptance_reports_replay_into_lessons_that_verify_and_explore_find
     (FORMS / "mysql8-manual.txt", FORMS / "mysql8-manual.schema.sql"),
     (FORMS / "mariadb-three-way.txt", SHIPPED / "reserve-vs-delete.schema.sql"),
     (FORMS / "mariadb-claim-vs-insert.txt", SHIPPED / "reserve-vs-delete.schema.sql"),
+    (FORMS / "mariadb-range-vs-insert.txt", SHIPPED / "reserve-vs-delete.schema.sql"),
     (FORMS / "postgresql-lock-vs-update.log", FORMS / "postgresql-lock-vs-update.schema.sql"),
 ], ids=lambda p: p.name)
 def test_the_other_forms_replay_too(tmp_path, report, schema):

@@ -276,10 +276,11 @@ def _infer(source: str, part: Part, report: DeadlockReport, tables: dict[str, Ta
     elif lock.kind == RECORD and not index.unique:
         part.isolation = READ_COMMITTED  # a locking read there takes the record alone only without gap locks
     elif lock.kind == NEXT_KEY and index.unique:
-        below = _just_below(values[columns[-1]])
-        if below is None:
-            return
-        conditions[-1] = f"{quoted_name(columns[-1], True)} > {below} AND {conditions[-1]}"
+        # Equality on a unique key takes the record alone, and a range up to it the record
+        # after it too; read down from it, InnoDB takes the record and the gap before it,
+        # and of the record after it only the gap.
+        name = quoted_name(columns[-1], True)
+        conditions[-1] = f"{name} <= {values[columns[-1]]} ORDER BY {name} DESC LIMIT 1"
     part.prefix = f"{head} WHERE {' AND '.join(conditions)}{locking}"
     part.why = f"inferred: the narrowest statement that takes {what}"
 

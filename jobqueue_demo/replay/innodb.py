@@ -254,7 +254,7 @@ def _linked(raw: list[_Party]) -> tuple[ReportParty, ...]:
     held: dict[int, ReportLock] = {}
     for i, party in enumerate(raw):
         wanted = waits[party.number]
-        found = _conflicting(party, by_trx) or _holding(party, wanted, raw)
+        found = _conflicting(party, wanted, by_trx) or _holding(party, wanted, raw)
         if found is None:  # both servers print a cycle in its order: each waits for the next
             found = (raw[(i + 1) % len(raw)], None)
         other, lock = found
@@ -268,12 +268,15 @@ def _linked(raw: list[_Party]) -> tuple[ReportParty, ...]:
     )
 
 
-def _conflicting(party: _Party, by_trx: dict) -> tuple[_Party, ReportLock] | None:
-    """MariaDB: the first lock in the way that another transaction of the cycle holds."""
+def _conflicting(party: _Party, wanted: ReportLock, by_trx: dict) -> tuple[_Party, ReportLock] | None:
+    """MariaDB: the first lock in the way that another transaction of the cycle holds, on
+    the record waited for where its lock covers several of the page's records."""
     for entry in party.parts.get(CONFLICTING, []):
-        for lock in entry.locks():
-            if lock.trx_id != party.trx_id and lock.trx_id in by_trx and "waiting" not in entry.flags:
-                return by_trx[lock.trx_id], lock
+        locks = entry.locks()
+        if not locks or locks[0].trx_id == party.trx_id or locks[0].trx_id not in by_trx or "waiting" in entry.flags:
+            continue
+        same = [lock for lock in locks if lock.place == wanted.place]
+        return by_trx[locks[0].trx_id], (same or locks)[0]
     return None
 
 

@@ -55,6 +55,12 @@ MARIADB = {
         [("B", "UPDATE jobs SET state='done' WHERE id = 1"),
          ("A", "SELECT id FROM jobs WHERE state='queued' AND id > 1 ORDER BY id LIMIT 1 FOR UPDATE")],
     ),
+    "range-vs-insert": (
+        "INSERT INTO jobs (id, task) VALUES (2, 'a'), (4, 'b'), (6, 'c'), (8, 'd');",
+        [("A", "BEGIN"), ("A", "SELECT id FROM jobs WHERE id BETWEEN 3 AND 4 FOR UPDATE"),
+         ("B", "BEGIN"), ("B", "SELECT id FROM jobs WHERE id = 8 FOR UPDATE")],
+        [("A", "SELECT id FROM jobs WHERE id = 8 FOR UPDATE"), ("B", "INSERT INTO jobs (id, task) VALUES (3, 'x')")],
+    ),
     "three-way": (
         "INSERT INTO jobs (id, task) VALUES (1, 'a'), (2, 'b'), (3, 'c');",
         [(s, sql) for s, n in (("A", 1), ("B", 2), ("C", 3))
