@@ -659,7 +659,8 @@ def replay(plan, server, step_timeout: float, output: str | None):
 
     if output is not None:
         check_writable(output)
-    found = search(plan, server, step_timeout, verified_line(server), output or plan.source)
+    # Where messages place a step: the lesson's lines, not the report's.
+    found = search(plan, server, step_timeout, verified_line(server), output or f"{plan.source} replayed")
     if output is not None:
         write_file(output, found.text)
     return found
