@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .engine.seam import DEFAULT_ENGINE, entry_of, seam_of_dsn
 from .engine.seam import ENGINE_NAMES as ENGINE_NAMES  # the CLI's list of engines
-from .errors import RecordError, ScenarioError, StuckError, StuckRun
+from .errors import IsolationtesterEnd, RecordError, ScenarioError, StuckError, StuckRun
 
 if TYPE_CHECKING:
     from .run.compare import Comparison
@@ -183,6 +183,8 @@ def run(
                 events.append(event)
                 if on_event is not None:
                     on_event(event)
+    except IsolationtesterEnd:
+        raise  # a spec's run ended as isolationtester's ends: told in its words
     except StuckError as e:
         raise _stuck_after(scenario, events, e) from None
     checked = sum(1 for _, s in scenario.statements() if s.expect is not None)
@@ -489,12 +491,12 @@ def load_queue(path: str):
     return load_queue_file(path)
 
 
-def queue_scenario(path: str, enqueue_during: bool = False) -> Scenario:
+def queue_scenario(path: str, enqueue_during: bool = False, fail_once: bool = False) -> Scenario:
     """The Scenario explore runs for a queue file: claimers A and B on its SQL (scenario/queue_scenario.py)."""
     from .scenario.queue_file import load_queue_file
     from .scenario.queue_scenario import queue_scenario as made
 
-    return made(load_queue_file(path), enqueue_during)
+    return made(load_queue_file(path), enqueue_during, fail_once)
 
 
 def workers_config(**values):

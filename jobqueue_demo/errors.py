@@ -98,6 +98,29 @@ class StuckError(DemoError):
     exit_code = EXIT_MISMATCH
 
 
+class IsolationtesterEnd(DemoError):
+    """An end of a spec's run that isolationtester comes to as well; with `--format
+    isolationtester` it ends as isolationtester does, `words` on standard error (empty: told
+    already, as an event) and exit code 1."""
+
+    isolationtester_exit = EXIT_MISMATCH
+    words = ""
+
+
+class SpecSetupFailed(IsolationtesterEnd, ScenarioError):
+    """A spec's setup block (or a session's) failed: the run ends there; the failure was told
+    as an event first."""
+
+
+class SpecAbandoned(IsolationtesterEnd, StuckError):
+    """A spec's run given up as isolationtester gives it up: a step still running after twice
+    the step timeout, or steps still held by their annotations at a permutation's end."""
+
+    def __init__(self, message: str, words: str):
+        super().__init__(message)
+        self.words = words
+
+
 class FetchTimeout(StuckError):
     """A result still arriving when the step timeout ran out; its connection is dropped."""
 

@@ -36,8 +36,9 @@ EXIT_CODES = {
     "jobqueue-demo explore claim-without-lock-explore --matrix innodb_snapshot_isolation=ON,OFF "
     "--matrix isolation=read-committed,repeatable-read": 1,
     "jobqueue-demo explore cluster-skip-locked-explore --sample 600 --seed 1": 1,  # the email sent twice
-    "jobqueue-demo workers --queue read-then-mark-bug -w 4 --jobs 200 --work-ms 2": 1,  # jobs done twice
+    "jobqueue-demo workers --queue read-then-mark-bug -w 4 --jobs 200 --work-ms 2 --isolation read-committed": 1,  # jobs done twice
     "jobqueue-demo explore --queue read-then-mark-bug": 1,  # the double claim, every schedule
+    "jobqueue-demo workers --queue delayed-job-bug -w 4 --jobs 300": 1,  # the reserve and the DELETE deadlock
     "jobqueue-demo explore lost-claim.spec --faults disconnect": 1,  # the job a crashed worker leaves running
 }
 LOCAL_SERVER = "127.0.0.1:3306"

@@ -22,11 +22,37 @@ def explored(server, name: str, enqueue_during: bool = False):
 
 
 def test_the_tools_record_steps_take_no_move_of_their_own():
-    # BEGIN, the claim's two statements, the completion, COMMIT: five moves a claimer; the
-    # INSERTs into jqd_claims, jqd_effects and jqd_done ride along with the step before them.
+    # The claim's two statements, the completion, COMMIT: four moves a claimer; BEGIN (which
+    # reads and locks nothing) and the INSERTs into jqd_claims, jqd_effects and jqd_done ride
+    # along with the step before them.
     scenario = api.queue_scenario(str(QUEUES / "read-then-mark-fixed.yaml")).for_engine("postgresql")
     assert len([s for s in scenario.steps if s.session == "A"]) == 8
-    assert api.explore_planned(scenario, options()) == comb(10, 5)
+    assert api.explore_planned(scenario, options()) == comb(8, 4)
+
+
+def test_the_rescuers_clock_reads_a_year_later():
+    from jobqueue_demo.scenario.queue_scenario import later
+
+    assert later("SELECT id FROM j WHERE t < NOW(6) - INTERVAL 4 HOUR AND j.now = 1 AND 'now()' = ''", "mysql") == (
+        "SELECT id FROM j WHERE t < (NOW(6) + INTERVAL '1' YEAR) - INTERVAL 4 HOUR AND j.now = 1 AND 'now()' = ''"
+    )
+    assert later("SELECT 1 WHERE t < clock_timestamp() AND u < CURRENT_TIMESTAMP", "postgresql") == (
+        "SELECT 1 WHERE t < (clock_timestamp() + INTERVAL '1' YEAR) AND u < (CURRENT_TIMESTAMP + INTERVAL '1' YEAR)"
+    )
+
+
+def test_a_rescuer_that_resets_by_id_revives_a_completed_job_and_its_fix_does_not(pg_embedded):
+    # The rescuer sees every running job as stuck; a job it puts back while its claimer still
+    # holds it runs at least once more (as after a kill) and is not counted. One it puts back
+    # after its completion committed is. The first such schedule is the 41st in the search's
+    # order: 300 of the 11,550 reach it (docs/queue-format.md has the whole space's figures).
+    some = api.explore_options("", 300, None, None, 2, 10.0)
+    broken = api.explore(api.queue_scenario(str(QUEUES / "river-rescuer-by-id.yaml")), pg_embedded, some)
+    assert broken.failed and broken.findings[0].what == "no job done twice"
+    fixed = api.explore(api.queue_scenario(str(QUEUES / "river.yaml")), pg_embedded, some)
+    assert not fixed.failed and fixed.explored == 300
+    r = [s for s in fixed.scenario.steps if s.session == "R"]
+    assert "(clock_timestamp() + INTERVAL '1' YEAR) - interval '300 ms'" in r[1].sql
 
 
 def test_the_claim_statement_that_returns_the_ids_captures_them():
@@ -89,3 +115,61 @@ def test_a_claim_that_marks_first_captures_from_the_read_after_it():
 
     a = [s for s in queue_scenario(queue_from_text("d.yaml", text)).steps if s.session == "A"]
     assert [s.capture for s in a[1:4]] == [None, "job", None]
+
+
+def test_a_hostile_file_cannot_fake_explores_verdict_by_writing_the_tools_record(pg_embedded, tmp_path):
+    # A PL/pgSQL body spells jqd_done at run time and deletes the job's earlier completions, so
+    # the table never shows a job done twice. Explore first checks the tool's tables against what
+    # the schedule's own events say committed, and fails on the difference.
+    from jobqueue_demo.explore.tool_record import NAME
+
+    path = tmp_path / "hostile.yaml"
+    text = (QUEUES / "read-then-mark-bug.yaml").read_text().replace(
+        "CREATE INDEX tasks_status ON tasks (status, id)",
+        "CREATE INDEX tasks_status ON tasks (status, id);\n"
+        "  CREATE FUNCTION tidy(j INT) RETURNS VOID LANGUAGE plpgsql AS "
+        "'BEGIN EXECUTE ''DELETE FROM jq'' || ''d_done WHERE job_id = '' || j; END'",
+    ).replace(
+        "complete: UPDATE tasks SET status = 'done' WHERE id = :job",
+        "complete:\n  - UPDATE tasks SET status = 'done' WHERE id = :job\n  - SELECT COUNT(*) FROM (SELECT tidy(:job)) t",
+    )
+    path.write_text("engines: [postgresql]\n" + text)
+    report = api.explore(api.queue_scenario(str(path)), pg_embedded, options())
+    assert report.failed
+    tampered = [f for f in report.findings if f.what == NAME]
+    assert tampered and tampered[0].schedules > 0
+    assert "no job done twice" not in {f.what for f in report.findings}
+    from jobqueue_demo.render.explore_report import verdict
+
+    assert verdict(report) == f'verdict: FAILED: "{NAME}" violated (exit 1)'
+
+
+def test_a_failing_job_goes_through_fail_and_retry_and_a_retry_that_revives_a_running_job_is_found(embedded, tmp_path):
+    # A's first job fails: A runs fail: and retry: for it, then claims again. 300 schedules of
+    # the 6,188 in the search's order: the first violation of the revived job comes well before.
+    some = api.explore_options("", 300, None, None, 2, 10.0)
+    fixed = api.explore(api.queue_scenario(str(QUEUES / "delayed-job-fixed.yaml"), fail_once=True), embedded, some)
+    assert not fixed.failed and fixed.explored == 300
+    a = [s.sql for s in fixed.scenario.steps if s.session == "A"]
+    assert [s for s in a if s.startswith(("UPDATE delayed_jobs SET attempts", "UPDATE delayed_jobs SET failed_at"))] == [
+        "UPDATE delayed_jobs SET attempts = attempts + 1, locked_at = NULL, locked_by = NULL, failed_at = NOW(6) WHERE id = :job",
+        "UPDATE delayed_jobs SET failed_at = NULL WHERE id = :job",
+    ]
+    # A retry that puts back every locked job, the one B is running among them.
+    text = (QUEUES / "delayed-job-fixed.yaml").read_text()
+    path = tmp_path / "bad-retry.yaml"
+    path.write_text(text.replace(
+        "retry: UPDATE delayed_jobs SET failed_at = NULL WHERE id = :job",
+        "retry: UPDATE delayed_jobs SET failed_at = NULL, locked_at = NULL, locked_by = NULL WHERE id = :job OR locked_at IS NOT NULL",
+    ))
+    broken = api.explore(api.queue_scenario(str(path), fail_once=True), embedded, some)
+    assert broken.failed and broken.findings[0].what == "no job done twice"
+
+
+def test_fail_once_needs_fail_and_retry():
+    result = cli("explore", "--queue", "read-then-mark-fixed", "--fail-once")
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith(
+        "read-then-mark-fixed.yaml: --fail-once needs fail: and retry: (what your queue runs when a job fails, "
+        "and what makes it claimable again)"
+    )

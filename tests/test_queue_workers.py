@@ -72,10 +72,76 @@ def test_deadlocks_are_retried_and_counted_by_statement(embedded, tmp_path):
     summary = api.run_workers(
         api.workers_config(queue=api.load_queue(str(path)), workers=4, jobs=150, work_ms=1.0), embedded
     )
-    assert summary.invariants_hold, summary.verdict
+    assert summary.completed == 150 and summary.done_twice == summary.lost == summary.left_claimed == 0
     assert summary.deadlocks > 0
     assert sum(summary.retried_by_statement.values()) == summary.deadlocks + summary.lock_wait_timeouts
     assert set(summary.retried_by_statement) <= {"complete[0]", "complete[1]"}
+    # On a single server a deadlock between the file's own statements is a finding: exit 1.
+    assert not summary.invariants_hold and summary.verdict.startswith("deadlocks: complete[")
+    assert sum(summary.deadlocked_by_statement.values()) == summary.deadlocks
+
+
+def test_the_delayed_job_reserve_deadlocks_with_its_delete_and_its_skip_locked_fix_does_not(embedded):
+    broken = run(embedded, "delayed-job-bug.yaml", jobs=300, work_ms=1.0, isolation="repeatable-read")
+    assert broken.deadlocked_by_statement and not broken.invariants_hold, broken.verdict
+    # The DELETE chosen as the victim: the job stays locked by its worker and runs again (a job
+    # whose completion is the victim twice runs again once more, and counts once).
+    victims = broken.deadlocked_by_statement.get("complete[0]", 0)
+    assert (broken.run_again > 0) == (victims > 0) and broken.run_again <= victims
+    assert broken.completed == 300 and broken.done_twice == 0
+    fixed = run(embedded, "delayed-job-fixed.yaml", jobs=300, work_ms=1.0, isolation="repeatable-read")
+    assert fixed.invariants_hold, fixed.verdict
+    assert fixed.deadlocked_by_statement == {} and fixed.run_again == 0
+
+
+def test_failed_jobs_go_through_the_files_fail_and_retry(embedded, tmp_path):
+    from jobqueue_demo.workers.own_record import injected_failure
+
+    expected = sum(injected_failure(job, 0.1) for job in range(1, 101))
+    retried = run(embedded, "delayed-job-fixed.yaml", jobs=100, fail_rate=0.1)
+    assert retried.invariants_hold, retried.verdict
+    # fail: sets failed_at, which the claim skips: only retry: makes those jobs claimable again.
+    assert (retried.failures_injected, retried.fail_runs, retried.completed) == (expected, expected, 100)
+    text = (QUEUES / "delayed-job-fixed.yaml").read_text()
+    no_retry = tmp_path / "no-retry.yaml"
+    no_retry.write_text(text[: text.index("retry:")])
+    ended = api.run_workers(api.workers_config(queue=api.load_queue(str(no_retry)), jobs=100, fail_rate=0.1), embedded)
+    assert ended.invariants_hold, ended.verdict
+    assert (ended.failed_jobs, ended.completed, ended.lost) == (expected, 100 - expected, 0)
+
+
+def test_fail_rate_needs_a_file_with_fail():
+    result = cli("workers", "--queue", "delayed-job-bug", "--fail-rate", "0.1")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "jobqueue-demo: --fail-rate needs a queue file with fail: (what your queue runs when a job fails)"
+    )
+
+
+def test_a_hostile_file_cannot_fake_the_verdict_by_writing_the_tools_record(pg_embedded, tmp_path):
+    # The loader refuses the name jqd_...; a PL/pgSQL body spells it at run time and deletes each
+    # job's earlier completions, so the table shows every job done once. The workers' own count
+    # (shared memory, out of the SQL's reach) still has the double claims, and the run fails on
+    # the difference.
+    path = tmp_path / "hostile.yaml"
+    text = (QUEUES / "read-then-mark-bug.yaml").read_text().replace(
+        "CREATE INDEX tasks_status ON tasks (status, id)",
+        "CREATE INDEX tasks_status ON tasks (status, id);\n"
+        "  CREATE FUNCTION tidy(j INT) RETURNS VOID LANGUAGE plpgsql AS "
+        "'BEGIN EXECUTE ''DELETE FROM jq'' || ''d_done WHERE job_id = '' || j; END'",
+    ).replace(
+        "complete: UPDATE tasks SET status = 'done' WHERE id = :job",
+        "complete:\n  - UPDATE tasks SET status = 'done' WHERE id = :job\n  - SELECT COUNT(*) FROM (SELECT tidy(:job)) t",
+    )
+    path.write_text("engines: [postgresql]\n" + text)
+    summary = api.run_workers(
+        api.workers_config(queue=api.load_queue(str(path)), workers=4, jobs=200, work_ms=2.0, isolation="read-committed"),
+        pg_embedded,
+    )
+    assert not summary.invariants_hold
+    assert summary.record_tampered and summary.record_tampered.startswith("jqd_done holds 1 row(s) for job")
+    assert summary.verdict.startswith("verdict refused: jqd_done")
+    assert summary.done_twice > 0  # counted by the workers, whatever the table says
 
 
 def test_the_files_sql_runs_confined_to_the_scratch_database(embedded, tmp_path):
@@ -115,6 +181,8 @@ def test_a_queue_file_over_a_galera_cluster_retries_its_certification_failures(g
     summary = run(galera, "read-then-mark-fixed.yaml", workers=6, jobs=150, isolation="repeatable-read")
     assert summary.invariants_hold, summary.verdict
     assert summary.completed == 150
+    # Every node's copy of every table in the scratch database, the file's and the tool's, is the same.
+    assert (summary.nodes, summary.nodes_agree) == (3, True) and summary.verdict.endswith("on every node")
     assert sum(summary.retried_by_statement.values()) == summary.deadlocks + summary.lock_wait_timeouts
 
 

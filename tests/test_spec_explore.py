@@ -171,3 +171,40 @@ def test_a_specs_sessions_are_named_as_isolationtesters(appname, tmp_path):
     ours = cli("run", str(spec), "--dsn", LOCAL_PG_DSN, "--format", "isolationtester", env=env)
     assert ours.returncode == 0, ours.stderr
     assert f"\n{appname}/s1" in theirs and ours.stdout == theirs
+
+
+@needs_pg
+def test_a_sample_of_a_specs_permutations_is_drawn_by_its_seed():
+    first, again = (
+        json.loads(cli("explore", "held-claim.spec", "--dsn", LOCAL_PG_DSN, "--faults", "rollback,disconnect",
+                       "--sample", "5", "--seed", "3", "--json").stdout)
+        for _ in range(2)
+    )
+    assert first["explored"] == 5 and first["planned"] > 5 and first["seed"] == 3
+    assert first["outcomes"] == again["outcomes"]
+    done = cli("explore", "held-claim.spec", "--dsn", LOCAL_PG_DSN, "--max-schedules", "4")
+    assert "space: 20 permutations, the first 4 run" in done.stdout
+
+
+@needs_pg
+def test_a_stuck_permutation_is_a_finding_and_the_next_one_runs(tmp_path):
+    """b1 waits for a1's row lock, and nothing in the first permutation commits a1: stuck after
+    the step timeout. Every session is ended (a1's open transaction too, or the teardown's DROP
+    would wait for it) and connected anew, and the next permutation runs and holds."""
+    spec = tmp_path / "stuck.spec"
+    spec.write_text(
+        "setup { CREATE TABLE t (id int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 0); }\n"
+        "teardown { DROP TABLE t; }\n"
+        "session a\nstep a1 { BEGIN; UPDATE t SET v = 1 WHERE id = 1; }\nstep a2 { COMMIT; }\n"
+        "session b\nstep b1 { UPDATE t SET v = 2 WHERE id = 1; }\n"
+        "permutation a1 b1\npermutation a1 b1 a2\n"
+        "#@invariant b_last { SELECT v FROM t WHERE v <> 2 }\n"
+    )
+    done = cli("explore", str(spec), "--dsn", LOCAL_PG_DSN, "--step-timeout", "1", "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["outcomes"] == {"ok": 1, "invariant violated": 0, "stuck": 1}
+    (found,) = report["findings"]
+    assert found["kind"] == "stuck" and found["permutation"] == ["a1", "b1"]
+    assert "step b1: UPDATE t SET v = 2 WHERE id = 1; <waiting ...>" in found["output"]
+    assert "invariant b_last" not in found["output"]

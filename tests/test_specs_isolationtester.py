@@ -158,6 +158,14 @@ def test_a_spec_with_mysql_bodies_compares_postgresql_with_mariadb():
     assert out.count("-- permutation: a_claim b_wait") == 2  # each side heads its second permutation
 
 
+SETUP_FAILS = """
+setup { CREATE TABLE shape_made (id int); }
+setup { SELEC 1; }
+teardown { DROP TABLE shape_made; }
+session s1
+step s1a { SELECT 1 AS one; }
+"""
+
 # Shapes met in PostgreSQL's own isolation specs, each written here in a small spec of its own
 # (none is a copy of PostgreSQL's): the comparison wants isolationtester's output exactly.
 SHAPES = {
@@ -215,6 +223,39 @@ session s2
 step s2a { SELECT 2 AS y; }
 teardown { DROP TABLE shape_t; }
 """,
+    # A deadlock found only after an 11 s deadlock_timeout, the next step of the victim's session
+    # waiting for it (as deadlock-hard's): isolationtester waits up to its 300 s for a step, and
+    # so must --format isolationtester, whose tool-wide 10 s step timeout ended this run.
+    "slow-deadlock": """
+setup { CREATE TABLE shape_a (); CREATE TABLE shape_b (); }
+teardown { DROP TABLE shape_a, shape_b; }
+session s1
+setup { BEGIN; SET deadlock_timeout = '100s'; }
+step s1a { LOCK TABLE shape_a; }
+step s1b { LOCK TABLE shape_b; }
+step s1c { COMMIT; }
+session s2
+setup { BEGIN; SET deadlock_timeout = '11s'; }
+step s2b { LOCK TABLE shape_b; }
+step s2a { LOCK TABLE shape_a; }
+step s2c { COMMIT; }
+permutation s1a s2b s1b s2a s2c s1c
+""",
+    # A setup block that fails (a syntax error, after an earlier block made a table): the run
+    # ends there, `setup failed:` in libpq's words on standard error (PostgreSQL's specs meet
+    # this only when a server lacks what they need, e.g. prepared transactions).
+    "setup-fails": SETUP_FAILS,
+    # A session's setup that fails, after another session's setup printed its rows.
+    "session-setup-fails": """
+setup { CREATE TABLE shape_ok (id int); }
+teardown { DROP TABLE shape_ok; }
+session s1
+setup { SELECT 1 AS first_session_ready; }
+step s1a { SELECT 1 AS one; }
+session s2
+setup { INSERT INTO shape_missing VALUES (1); }
+step s2a { SELECT 2 AS two; }
+""",
 }
 
 
@@ -266,3 +307,106 @@ def test_a_spec_answer_read_whole_stays_within_the_memory_bound(pg_embedded, tmp
     assert "an answer too big to read: it took more than 64 MiB of memory" in out.getvalue().decode(errors="replace"), err
     assert proc.returncode == 3 and "s1's connection is gone" in err, err
     assert usage.ru_maxrss < 400 * 1024, f"the run grew to {usage.ru_maxrss // 1024} MB"
+
+
+def test_a_failed_setup_ends_the_run_with_isolationtesters_words_and_exit_code(pg_embedded, tmp_path):
+    """isolationtester exits 1 after `setup failed: ...`; the tool's own formats keep its one
+    line and exit 2. Either way the scratch database goes with the run."""
+    spec = tmp_path / "setup-fails.spec"
+    spec.write_text(SETUP_FAILS)
+    done = cli("run", str(spec), "--dsn", pg_dsn(pg_embedded), "--format", "isolationtester", timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == "Parsed test spec with 1 sessions\n\nstarting permutation: s1a\n"
+    assert done.stderr == 'setup failed: ERROR:  syntax error at or near "SELEC"\nLINE 1: SELEC 1;\n        ^\n'
+    done = cli("run", str(spec), "--dsn", pg_dsn(pg_embedded), timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith(f'{spec}: setup failed: ERROR:  syntax error at or near "SELEC"'), done.stderr
+    assert done.stderr.count("setup failed") == 1
+
+
+# isolationtester's max_step_wait, shortened by its own variable: a step still running after
+# it is cancelled (and its answer is the cancel's error); one still running after twice it
+# (its plpgsql swallows the cancel) ends the run, without teardown, exit 1.
+CANCELLED = """
+setup { CREATE TABLE shape_slow (id int); }
+teardown { DROP TABLE shape_slow; }
+session s1
+step s1slow { SELECT pg_sleep(4) AS slept; }
+step s1after { SELECT 1 AS after; }
+session s2
+step s2a { SELECT 2 AS two; }
+permutation s1slow s2a s1after
+"""
+# The postmaster signals a cancelled backend twice (its pid, then its process group): the
+# second signal may cancel the statement after the first was swallowed, so that is swallowed too.
+STUBBORN = """
+session s1
+step s1stubborn { DO $$ BEGIN
+  BEGIN PERFORM pg_sleep(3); EXCEPTION WHEN query_canceled THEN RAISE NOTICE 'cancel swallowed'; END;
+  BEGIN PERFORM pg_sleep(3); EXCEPTION WHEN query_canceled THEN NULL; END;
+  PERFORM pg_sleep(3); END $$; }
+step s1after { SELECT 1 AS after; }
+"""
+
+
+@pytest.mark.parametrize("spec_text", [CANCELLED, STUBBORN], ids=["cancelled", "timed-out"])
+def test_a_step_past_isolationtesters_wait_is_cancelled_then_given_up_as_there(spec_text, tmp_path):
+    missing = _compare_missing()
+    if missing:
+        pytest.skip(missing)
+    spec = tmp_path / "slow.spec"
+    spec.write_text(spec_text)
+    jq = str(Path(sys.executable).parent / "jobqueue-demo")
+    env = {**os.environ, "PGISOLATIONTIMEOUT": "1"}
+    done = subprocess.run(["bash", str(COMPARE), str(spec), jq], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+
+
+def test_a_step_that_outlives_twice_the_step_timeout_ends_the_run_in_isolationtesters_words(pg_embedded, tmp_path):
+    spec = tmp_path / "stubborn.spec"
+    spec.write_text(STUBBORN)
+    done = cli("run", str(spec), "--dsn", pg_dsn(pg_embedded), "--format", "isolationtester", "--step-timeout", "1", timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.endswith("isolationtester: canceling step s1stubborn after 1 seconds\ns1: NOTICE:  cancel swallowed\n")
+    assert done.stderr == "step s1stubborn timed out after 2 seconds\n"
+    done = cli("run", str(spec), "--dsn", pg_dsn(pg_embedded), "--step-timeout", "1", timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "-- s1stubborn cancelled after 1 s (--step-timeout)" in done.stdout
+    assert done.stderr.strip() == "jobqueue-demo: step s1stubborn timed out after 2 seconds"
+
+
+# A spec that finds its own sessions in pg_stat_activity by the application_name
+# isolationtester gives them ($PGAPPNAME, as pg_isolation_regress sets it, and /SESSION), as
+# insert-conflict-specconflict lists its sessions' speculative-insertion locks.
+APPLICATION_NAMES = """
+session holder
+step h_lock { SELECT pg_advisory_lock(41) IS NOT NULL AS locked; }
+step h_unlock { SELECT pg_advisory_unlock(41); }
+session waiter
+step w_lock { SELECT pg_advisory_lock(41) IS NOT NULL AS locked; }
+step w_unlock { SELECT pg_advisory_unlock(41); }
+session "the watcher"
+step watch {
+  SELECT pa.application_name, pl.mode, pl.granted
+  FROM pg_locks pl JOIN pg_stat_activity pa USING (pid)
+  WHERE pl.locktype = 'advisory' AND pa.application_name LIKE 'shape-app%'
+  ORDER BY 1, 2, 3;
+}
+step me { SELECT application_name FROM pg_stat_activity WHERE pid = pg_backend_pid(); }
+permutation h_lock w_lock watch me h_unlock w_unlock
+"""
+
+
+@pytest.mark.parametrize("appname", ["shape-app", None], ids=["PGAPPNAME", "unset"])
+def test_a_spec_finds_its_sessions_by_isolationtesters_application_names(appname, tmp_path):
+    missing = _compare_missing()
+    if missing:
+        pytest.skip(missing)
+    spec = tmp_path / "application-names.spec"
+    spec.write_text(APPLICATION_NAMES)
+    jq = str(Path(sys.executable).parent / "jobqueue-demo")
+    env = {k: v for k, v in os.environ.items() if k != "PGAPPNAME"}
+    if appname:
+        env["PGAPPNAME"] = appname
+    done = subprocess.run(["bash", str(COMPARE), str(spec), jq], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr

@@ -25,6 +25,9 @@ def explore(
         show_default=False,
     ),
     enqueue_during: bool = typer.Option(False, "--enqueue-during", help="With --queue: the second job is enqueued by E, in every order."),
+    fail_once: bool = typer.Option(
+        False, "--fail-once", help="With --queue: A's first job fails; A runs the file's fail: and retry: for it, then claims again.",
+    ),
     dsn: Dsns = None,
     faults: str = typer.Option("", "--faults", help=FAULTS_HELP, show_default=False),
     max_schedules: Optional[int] = typer.Option(None, "--max-schedules", min=1, help="Stop after this many schedules."),
@@ -62,6 +65,7 @@ def explore(
       jobqueue-demo explore claim-without-lock-explore --matrix innodb_snapshot_isolation=ON,OFF
       jobqueue-demo explore skip-locked-explore --cluster 3 --max-schedules 100
       jobqueue-demo explore --queue read-then-mark-bug
+      jobqueue-demo explore --queue delayed-job-fixed --fail-once --max-schedules 300
       jobqueue-demo explore lost-claim.spec --faults disconnect
     """
     from ..render.color import color_on
@@ -70,7 +74,7 @@ def explore(
     from ..render.wrap import terminal_width
 
     options = api.explore_options(faults, max_schedules, sample, seed, jobs, step_timeout)
-    loaded = _target(scenario, queue, enqueue_during)
+    loaded = _target(scenario, queue, enqueue_during, fail_once)
     if loaded.spec is not None:
         _explore_spec(loaded, dsn, options, as_json, show_all, bool(matrix), cluster)
         return
@@ -125,13 +129,13 @@ def _explore_spec(loaded, dsn, options, as_json: bool, show_all: bool, matrix: b
         raise typer.Exit(EXIT_MISMATCH)
 
 
-def _target(scenario: str | None, queue: str | None, enqueue_during: bool):
+def _target(scenario: str | None, queue: str | None, enqueue_during: bool, fail_once: bool):
     """The scenario to explore: a lesson or file, or the one a queue file makes."""
     if (scenario is None) == (queue is None):
         raise UsageError("explore takes a scenario or --queue FILE (one of them)")
-    if enqueue_during and queue is None:
-        raise UsageError("--enqueue-during needs --queue")
-    return api.queue_scenario(queue, enqueue_during) if queue is not None else api.load(scenario)
+    if (enqueue_during or fail_once) and queue is None:
+        raise UsageError(f"{'--enqueue-during' if enqueue_during else '--fail-once'} needs --queue")
+    return api.queue_scenario(queue, enqueue_during, fail_once) if queue is not None else api.load(scenario)
 
 
 def _explore_matrix(loaded, dsn, matrix: list[str], options, as_json: bool) -> None:

@@ -8,18 +8,34 @@ first (about 0.6 ms of the seed run's start-up)."""
 import sys
 from contextlib import contextmanager
 from enum import Enum
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
 from ..errors import EXIT_MISMATCH, stop_of
 from .matrix import MATRIX_HELP, lesson_matrix_command
-from .shared import MAX_SECONDS, Cluster, Dsns, ShowLocks, StepTimeout, app, finite, heading, say, say_notes, server_for
+from .shared import (
+    MAX_SECONDS, STEP_TIMEOUT_HELP, Cluster, Dsns, ShowLocks, app, finite, heading, say, say_notes, server_for,
+)
 
 
 class Layout(str, Enum):
     transcript = "transcript"
     columns = "columns"
+
+
+# isolationtester's max_step_wait, and the variable that sets it (in seconds).
+ISOLATIONTESTER_WAIT_S = 300.0
+ISOLATIONTESTER_WAIT_VAR = "PGISOLATIONTIMEOUT"
+RunStepTimeout = Annotated[
+    Optional[float],
+    typer.Option(
+        "--step-timeout", min=0.1, max=MAX_SECONDS, callback=finite, show_default=False,
+        help=STEP_TIMEOUT_HELP + " Default 10; with --format isolationtester, isolationtester's: "
+        f"${ISOLATIONTESTER_WAIT_VAR}, else {ISOLATIONTESTER_WAIT_S:g} (a spec's step still running then "
+        "is cancelled; the run ends after twice it).",
+    ),
+]
 
 
 class RunFormat(str, Enum):
@@ -32,7 +48,7 @@ class RunFormat(str, Enum):
 def run(
     scenario: str = typer.Argument(..., help="Scenario file or lesson name."),
     dsn: Dsns = None,
-    step_timeout: StepTimeout = 10.0,
+    step_timeout: RunStepTimeout = None,
     step: bool = typer.Option(
         False, "--step", help="Pause before each step and show what comes next: Enter runs it, q quits "
         "(sessions rolled back, scratch database dropped)."
@@ -69,12 +85,13 @@ def run(
       jobqueue-demo run skip-locked.spec --format isolationtester
     """
     from .. import api
-    from ..errors import UsageError
+    from ..errors import IsolationtesterEnd, UsageError
     from ..render.stepper import Interrupted, Pacing, Quit
     from ..render.transcript import prompted
 
     if fmt is not RunFormat.text and layout is Layout.columns:
         raise UsageError(f"--layout columns is a text layout; leave it out with --format {fmt.value}")
+    step_timeout = _step_timeout(step_timeout, fmt)
     loaded = api.load(scenario)
     if fmt is RunFormat.isolationtester and loaded.spec is None:
         raise UsageError("--format isolationtester prints an isolation spec's run; give a .spec file")
@@ -98,6 +115,12 @@ def run(
 
             try:
                 report = api.run(loaded, server, step_timeout, on_event, show_locks)
+            except IsolationtesterEnd as end:
+                if fmt is not RunFormat.isolationtester:
+                    raise
+                # As isolationtester ends: its words on standard error, its exit code.
+                sys.stderr.write(end.words)
+                raise typer.Exit(end.isolationtester_exit) from None
             except Quit as stop:
                 say(f"-- {stop}: sessions rolled back, scratch database dropped")
                 say_notes(stop)
@@ -114,6 +137,22 @@ def run(
     if report.mismatches:
         say(f"-- {len(report.mismatches)} expectation(s) not met; 'jobqueue-demo verify' shows them")
         raise typer.Exit(EXIT_MISMATCH)
+
+
+def _step_timeout(given: float | None, fmt: "RunFormat") -> float:
+    """--step-timeout as given, else the tool's 10 s; for isolationtester's output its own wait,
+    so that a slow step of a spec is waited for (and cancelled) as isolationtester does."""
+    import os
+
+    if given is not None:
+        return given
+    if fmt is not RunFormat.isolationtester:
+        return 10.0
+    # Whole seconds, as isolationtester reads them; a value that is no number is left aside.
+    value = os.environ.get(ISOLATIONTESTER_WAIT_VAR, "").strip()
+    if not value.isdigit():
+        return ISOLATIONTESTER_WAIT_S
+    return min(max(float(value), 0.1), MAX_SECONDS)
 
 
 def _matrix_alone(other_options: bool) -> None:

@@ -75,6 +75,10 @@ def workers_command(
     enqueue_during: bool = typer.Option(
         False, "--enqueue-during", help="With --queue: enqueue half the jobs while the workers claim."
     ),
+    fail_rate: float = typer.Option(
+        0.0, "--fail-rate", help="With --queue: this share of the jobs fail their first execution, and the file's "
+        "fail: and retry: run for them (docs/queue-format.md).",
+    ),
     dsn: Dsns = None,
     engine: Engine = None,
     cluster: Cluster = None,
@@ -94,7 +98,7 @@ def workers_command(
       jobqueue-demo workers -w 8 --jobs 600 --work-ms 5 --kill 3 --strategy lease-heartbeat
       jobqueue-demo workers --engine postgresql -w 4 --kill 1 --strategy update-limit
       jobqueue-demo workers --cluster 3 -w 6 --jobs 300
-      jobqueue-demo workers --queue read-then-mark-fixed -w 4 --jobs 300
+      jobqueue-demo workers --queue read-then-mark-fixed -w 4 --jobs 300 --isolation read-committed
 
     With --cluster N the workers are spread over a private N-node Galera cluster (worker i on
     node i mod N + 1), every node is checked, and the same workers then run on node 1 only
@@ -106,7 +110,7 @@ def workers_command(
     config = api.workers_config(
         strategy=strategy, isolation=isolation, workers=workers, jobs=jobs, batch=batch, work_ms=work_ms, kill=kill,
         idempotency_key=idempotency_key, state_order=state_order, lease_ms=lease_ms,
-        queue=None if queue is None else api.load_queue(queue), enqueue_during=enqueue_during,
+        queue=None if queue is None else api.load_queue(queue), enqueue_during=enqueue_during, fail_rate=fail_rate,
         **({} if stall is None else {"stall_s": stall}),
     )
     out, err = _consoles()

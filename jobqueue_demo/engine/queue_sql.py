@@ -40,6 +40,9 @@ class WorkerConnection:
     def ids(self, sql: str) -> list[int]:
         return [int(row[0]) for row in self._run(sql)[0]]
 
+    def rows(self, sql: str) -> list[tuple]:
+        return self._run(sql)[0]
+
     def begin(self) -> None:
         self.execute("BEGIN")
 

@@ -28,6 +28,7 @@ from ..run import events as ev
 from ..run.driver import Driver, RunOptions
 from ..scenario.fault_kinds import BY_NAME, EXPLORE_FAULTS
 from ..scenario.model import Fault, Invariant, Scenario, Statement, is_wait
+from . import tool_record
 
 OK, VIOLATED, DEADLOCK, ERROR, STUCK, DIVERGED = "ok", "violated", "deadlock", "error", "stuck", "diverged"
 # An error the statement's `expect:` names: what the lesson says happens, told but no failure.
@@ -486,7 +487,7 @@ class ScheduleRunner:
         except Diverged as e:
             diverged = str(e)
         self.driver.restart_sessions()
-        checks = () if stuck or diverged else self._check(any(m.fault for m in moves))
+        checks = () if stuck or diverged else self._check(any(m.fault for m in moves), events)
         self.reset(self._sent(moves))
         self.driver.conns.catch_up()
         space = self.space
@@ -531,8 +532,15 @@ class ScheduleRunner:
     def _stuck(self) -> str | None:
         return self.driver.stuck_message("every remaining step is blocked")
 
-    def _check(self, faulted: bool) -> tuple[InvariantCheck, ...]:
-        wanted = [i for i in self.space.scenario.invariants if i.holds == "always" or not faulted]
+    def _check(self, faulted: bool, events: list) -> tuple[InvariantCheck, ...]:
+        scenario = self.space.scenario
+        wanted = [i for i in scenario.invariants if i.holds == "always" or not faulted]
+        if not scenario.tool_record:
+            return tuple(InvariantCheck(i, self.driver.check(i.sql)) for i in wanted)
+        # The invariants read the tool's record: first, that it holds what the sessions committed.
+        differs = tool_record.difference(events, self.driver.check, tool_record.writes_marks(scenario.steps))
+        if differs:
+            return (InvariantCheck(tool_record.INVARIANT, Result(columns=("difference",), rows=((differs,),))),)
         return tuple(InvariantCheck(i, self.driver.check(i.sql)) for i in wanted)
 
 
@@ -794,7 +802,8 @@ def _replayed(space: Space, server, options: ExploreOptions, tallies: list[Tally
 
 def _severity(space: Space) -> Callable[[tuple[str, str]], tuple]:
     """The order findings are told in: the worst kind first, violations as the scenario lists its invariants."""
-    names = [i.name for i in space.scenario.invariants]
+    # The tool's record altered (tool_record.py) is told before any invariant read from it.
+    names = [tool_record.NAME] + [i.name for i in space.scenario.invariants]
     return lambda k: (SEVERITY.index(k[0]), names.index(k[1]) if k[0] == VIOLATED else 0, k[1])
 
 

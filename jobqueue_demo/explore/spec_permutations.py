@@ -73,6 +73,7 @@ class SpecReport:
     deadlocks: int = 0  # permutations where a step got 40P01 (the spec's output, not a finding)
     findings: dict = field(default_factory=dict)  # (kind, what) -> the first Permutation showing it
     elapsed_s: float = 0.0
+    seed: int | None = None  # --sample's, when the permutations run were drawn at random
 
     @property
     def failed(self) -> bool:
@@ -112,6 +113,8 @@ def explore_spec(scenario: Scenario, server, options, on_permutation: Callable |
     every = trials(scenario, options.faults)
     picked = chosen(every, options.max_schedules, options.sample, options.seed)
     report = SpecReport(scenario.title, options.faults, tuple(i.name for i in scenario.invariants), len(every))
+    if options.sample is not None and len(picked) < len(every):
+        report.seed = options.seed
     run = SpecRun(scenario, server, RunOptions(step_timeout=options.step_timeout), trials=picked)
     current: Permutation | None = None
     started = time.perf_counter()

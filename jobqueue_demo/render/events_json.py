@@ -99,6 +99,8 @@ def _spec_records(event) -> list[dict]:
     if isinstance(event, ev.Notified):
         return [{"event": "notify", "session": event.session, "channel": event.channel,
                  "payload": event.payload, "sender": event.sender}]
+    if isinstance(event, ev.StepCanceled):
+        return [{"event": "canceled", "session": event.session, "step": event.step, "seconds": event.seconds}]
     if isinstance(event, ev.ScriptAnswered):
         return [{"event": event.what, "session": event.session, **result_record(event.result)}]
     return []

@@ -28,8 +28,8 @@ def verdict(report) -> str:
     """The one line a reader takes away, also when everything held: never kinder than the
     schedules. An error no `expect:` names comes first, as the first thing to fix."""
     invariants = report.scenario.invariants
-    violated = {f.what for f in report.findings if f.kind == "violated"}
-    broken = [i.name for i in invariants if i.name in violated]
+    # In the findings' order: a check of the tool's own (explore --queue's record) among them.
+    broken = list(dict.fromkeys(f.what for f in report.findings if f.kind == "violated"))
     stuck = report.counts["stuck"]
     errors = [f"unexpected {f.what} in {f.schedules:,} of {report.explored:,} schedule(s)" for f in report.findings if f.kind == "error"]
     parts = errors + [f'"{name}" violated' for name in broken] + ([f"{stuck} schedule(s) stuck"] if stuck else [])

@@ -59,6 +59,8 @@ class IsolationtesterView:
             return self._script(event)
         if isinstance(event, ev.Notified):
             return f'{event.session}: NOTIFY "{event.channel}" with payload "{event.payload}" from {event.sender}\n'
+        if isinstance(event, ev.StepCanceled):
+            return f"isolationtester: canceling step {event.step} after {event.seconds} seconds\n"
         return self._explored(event)
 
     def _explored(self, event) -> str:

@@ -146,7 +146,13 @@ def summary_table(s: WorkersSummary) -> Table:
     if s.strategy.startswith("queue "):
         rows[-2:] = [("done twice", f"{s.done_twice:,}"), ("left claimed", f"{s.left_claimed:,}"),
                      ("effects (executions) / repeats", f"{s.effects:,} / {s.external_duplicates:,}")]
+        rows.append(("run again (no kill)", f"{s.run_again:,}"))
+        if s.failures_injected or s.fail_runs:
+            rows.append(("failed (--fail-rate) / fail: run", f"{s.failures_injected:,} / {s.fail_runs:,}"))
+        if s.failed_jobs:
+            rows.append(("ended failed (no retry:)", f"{s.failed_jobs:,}"))
         rows += [(f"retried at {statement}", f"{count:,}") for statement, count in s.retried_by_statement.items()]
+        rows += [(f"  of them deadlocks at {where}", f"{count:,}") for where, count in s.deadlocked_by_statement.items()]
     if s.idempotency_key:
         rows.append(("effects de-duplicated by key", f"{s.deduplicated:,}"))
     if s.lease_ms:

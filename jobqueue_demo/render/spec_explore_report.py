@@ -39,7 +39,12 @@ def permutation_text(scenario, done: Permutation) -> str:
 
 def space_line(report: SpecReport) -> str:
     faults = ", ".join(report.faults) or "none"
-    ran = "all run" if report.explored == report.planned else f"{report.explored:,} run"
+    if report.explored == report.planned:
+        ran = "all run"
+    elif report.seed is not None:
+        ran = f"{report.explored:,} run, drawn at random (seed {report.seed})"
+    else:
+        ran = f"the first {report.explored:,} run"
     return f"space: {report.planned:,} permutations, {ran} (the spec's, isolationtester's order; faults: {faults}); {report.elapsed_s:.1f} s"
 
 
@@ -85,6 +90,7 @@ def spec_as_dict(scenario, report: SpecReport) -> dict:
         "outcomes": {kind: report.outcomes[kind] for kind in OUTCOMES},
         "deadlocks": report.deadlocks,
         "elapsed_s": round(report.elapsed_s, 3),
+        "seed": report.seed,
         "findings": [
             {"kind": kind, "what": what, "permutation": list(done.trial.names), "output": permutation_text(scenario, done)}
             for (kind, what), done in report.findings.items()

@@ -204,7 +204,10 @@ def spec_lines(event) -> list[Line]:
     if isinstance(event, ev.Notified):
         text = f'NOTIFY "{event.channel}" with payload "{event.payload}" from {event.sender}'
         return [Line(f"-- {event.session} received {shown(text)}", event.session, NOTE)]
-    if isinstance(event, ev.ScriptAnswered) and event.result.error is not None:
+    if isinstance(event, ev.StepCanceled):
+        return [Line(f"-- {event.step} cancelled after {event.seconds} s (--step-timeout)", event.session, NOTE)]
+    # A failed setup ends the run: the run's error line tells it.
+    if isinstance(event, ev.ScriptAnswered) and event.what == "teardown" and event.result.error is not None:
         where = f"{event.session}'s {event.what}" if event.session else event.what
         return [Line(f"-- {where} failed: {event.result.error}", event.session, NOTE)]
     return []

@@ -183,6 +183,18 @@ class Notified(Plain):
         self.sender = sender  # the sending session's name, or "PID n" for a connection not the run's
 
 
+class StepCanceled(Plain):
+    """A spec's step still running after the step timeout was cancelled, as isolationtester
+    cancels one after its max_step_wait; its answer (the cancel's error) is read as usual."""
+
+    __slots__ = ("session", "step", "seconds")
+
+    def __init__(self, session: str, step: str, seconds: int):
+        self.session = session
+        self.step = step
+        self.seconds = seconds
+
+
 class Checked(Plain):
     """A spec's `#@invariant`s, run after a permutation's steps (explore): (Invariant, Result) pairs."""
 
@@ -210,5 +222,5 @@ class RunFinished:
 
 Event = (
     RunStarted | StepStarting | Narrated | Waiting | Completed | FaultApplied | LocksShown | LocksTaken | Stuck
-    | PermutationStarting | ScriptAnswered | Noticed | Notified | Checked | PermutationStuck | RunFinished
+    | PermutationStarting | ScriptAnswered | Noticed | Notified | StepCanceled | Checked | PermutationStuck | RunFinished
 )

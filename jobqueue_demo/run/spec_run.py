@@ -13,8 +13,9 @@ holds its completion while s2a runs, `(s2a notices 1)` until s2a's session has s
 
 What runs where is the tool's own: the scratch database, the per-run role every block and
 step runs as (the setup blocks on its connection for setups and invariants), the sessions'
-connections (run/connections.py), as for a YAML scenario. Unlike isolationtester, a step that
-does not answer within the step timeout ends the run (StuckError) rather than being cancelled.
+connections (run/connections.py), as for a YAML scenario. The step timeout is isolationtester's
+max_step_wait: a step still running after it is cancelled, and after twice it the run ends
+(on another engine, for `compare`, the run ends after it).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from ..engine.types import Result
-from ..errors import ScenarioError, ServerError, StuckError
+from ..errors import ServerError, SpecAbandoned, SpecSetupFailed, StuckError
 from ..scenario.fault_kinds import BY_NAME
 from ..scenario.model import Scenario
 from . import events as ev
@@ -146,6 +147,7 @@ class SpecRun:
                 yield from self._script("setup", session.name, session.setup, fatal=True)
         self.active.clear()
         self.substitute.clear()
+        completed = True
         try:
             yield from self._steps(trial)
         except StuckError as stuck:
@@ -153,7 +155,8 @@ class SpecRun:
                 raise
             yield ev.PermutationStuck(str(stuck))
             self._end_running()
-        if self.trials is not None and self.scenario.invariants:
+            completed = False  # what the ended sessions left is a race's, not the permutation's
+        if completed and self.trials is not None and self.scenario.invariants:
             answer = self.server.seam.answer
             yield ev.Checked(tuple((i, answer(self.conns.user_conn, i.sql)) for i in self.scenario.invariants))
         for session in self.spec.sessions:
@@ -176,7 +179,8 @@ class SpecRun:
                 waiting = yield from self._next(pstep, waiting)
         waiting = yield from self._complete_all(waiting, RETRY)
         if waiting:
-            raise StuckError("failed to complete permutation due to mutually-blocking steps: " + " ".join(p.name for p in waiting))
+            told = "failed to complete permutation due to mutually-blocking steps"
+            raise SpecAbandoned(f"{told}: " + " ".join(p.name for p in waiting), told + "\n")
 
     def _fault(self, pstep, kind: str, waiting: list) -> Iterator[ev.Event]:
         """Explore's fault in the step's place: the statement it sends instead (ROLLBACK), sent as
@@ -194,11 +198,13 @@ class SpecRun:
         return [p for p in waiting if p is not running]
 
     def _end_running(self) -> None:
-        """A stuck permutation's statements still running: their sessions ended from the
-        control connection, to be connected anew after it."""
-        for name in list(self.active):
-            self.conns.kill_quietly(self.conns.sessions[name].thread_id)
-            self.conns.sessions[name].close()
+        """A stuck permutation's sessions, every one: ended from the control connection, to be
+        connected anew after it. Not only those whose statement still runs: one that holds the
+        lock they wait for in an open transaction would hold the teardown's DROP as long."""
+        for name, session in self.conns.sessions.items():
+            if not session.closed:
+                self.conns.kill_quietly(session.thread_id)
+                session.close()
             self.ended.add(name)
         self.active.clear()
 
@@ -208,14 +214,18 @@ class SpecRun:
 
     def _next(self, pstep, waiting: list) -> Iterator[ev.Event]:
         step = self.steps[pstep.name]
-        deadline = time.perf_counter() + 2 * self.timeout
+        started = time.perf_counter()
         while step.session in self.active:  # its session's earlier step is still running
             old = self.active[step.session]
             if not (yield from self._complete(old, RETRY)):
                 waiting.remove(old)
             waiting = yield from self._complete_all(waiting, NONBLOCK | RETRY)
-            if step.session in self.active and time.perf_counter() > deadline:
-                raise StuckError(f"step {old.name} still running after {2 * self.timeout:g} s, before {pstep.name}")
+            took = time.perf_counter() - started
+            if step.session in self.active and took > 2 * self.timeout:
+                # isolationtester's words: held by annotations that nothing will release.
+                told = f"step {self.active[step.session].name} timed out after {int(took)} seconds"
+                active = " ".join(p.name for p in self.active.values())
+                raise SpecAbandoned(f"{told} (active steps: {active})", f"{told}\nactive steps are: {active}\n")
         session = self.conns.sessions[step.session]
         index = self.index[pstep.name]
         yield ev.StepStarting(index, self.scenario.steps[index])
@@ -258,7 +268,8 @@ class SpecRun:
         from psycopg import OperationalError
 
         pgconn = session.conn.pgconn
-        deadline = time.perf_counter() + self.timeout
+        started = time.perf_counter()
+        canceled = False
         look = LOOK_EVERY_S if flags & RETRY else FIRST_LOOK_S
         try:
             while pgconn.is_busy():
@@ -273,7 +284,7 @@ class SpecRun:
                         break
                     yield from self._notices(session)
                     return (yield from self._seen_waiting(pstep, session, flags))
-                self._within(deadline, pstep)
+                canceled = yield from self._overdue(pstep, session, started, canceled)
         except OperationalError:
             pass  # the connection is gone: reading the answer tells how
         yield from self._notices(session)
@@ -294,6 +305,24 @@ class SpecRun:
         if not flags & RETRY:
             yield self._waiting(pstep, session, "lock")
         return True
+
+    def _overdue(self, pstep, session, started: float, canceled: bool) -> Iterator[ev.Event]:
+        """isolationtester's limits on one wait for a step: past the step timeout the step is
+        cancelled, once (its answer is then the cancel's error); past twice that the run ends.
+        Whether it has been cancelled is returned. Explore's permutation is stuck at the step
+        timeout instead: a finding, its sessions ended."""
+        took = time.perf_counter() - started
+        if self.trials is not None:
+            self._within(started + self.timeout, pstep)
+            return canceled
+        if took > self.timeout and not canceled:
+            session.conn.pgconn.get_cancel().cancel()
+            yield ev.StepCanceled(session.name, pstep.name, int(took))
+            canceled = True
+        if took > 2 * self.timeout:
+            told = f"step {pstep.name} timed out after {int(took)} seconds"
+            raise SpecAbandoned(told, told + "\n")
+        return canceled
 
     def _within(self, deadline: float, pstep) -> None:
         if time.perf_counter() > deadline:
@@ -390,10 +419,10 @@ class SpecRun:
             if lines:
                 self._count(name, len(lines))
                 yield ev.Noticed(name, lines)
+        yield ev.ScriptAnswered(what, name, result)
         if result.error and fatal:
             where = f"setup of session {name}" if name else "setup"
-            raise ScenarioError(self.scenario.path, f"{where} failed: {result.error}")
-        yield ev.ScriptAnswered(what, name, result)
+            raise SpecSetupFailed(self.scenario.path, f"{where} failed: {result.error}")
 
 
 def libpq_notice(diagnostic) -> str:

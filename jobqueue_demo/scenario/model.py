@@ -173,6 +173,9 @@ class Scenario:
     variants: dict = field(default_factory=dict, repr=False, compare=False)
     # A PostgreSQL isolation spec's parse (scenario/spec.py), run permutation by permutation.
     spec: object | None = field(default=None, repr=False, compare=False)
+    # explore --queue's scenario: its invariants read the tool's record (jqd_...), which explore
+    # first checks against what the sessions committed (explore/tool_record.py).
+    tool_record: bool = False
 
     @property
     def session_names(self) -> tuple[str, ...]:

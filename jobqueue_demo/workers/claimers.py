@@ -72,6 +72,7 @@ class Shared:
     commit_locks: list  # one Lock per worker; the parent holds it while it kills that worker
     ready: object  # Semaphore released once per connected worker
     go: object  # Event: start claiming
+    record: object = None  # a queue file's run: the tool's own account of it (own_record.Record)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class WorkerSpec:
 class WorkerDone:
     claim_ms: list[float]
     retried_by_statement: dict = field(default_factory=dict)  # a queue file's run: retries by statement
+    deadlocked_by_statement: dict = field(default_factory=dict)  # ... and of those, the deadlocks
 
 
 @dataclass
@@ -208,6 +210,7 @@ class Claimer:
         self.failures_in_a_row = 0
         self.claim_ms: list[float] = []
         self.retried_by_statement: dict[str, int] = {}  # a queue file's claimer counts them (own_queue.py)
+        self.deadlocked_by_statement: dict[str, int] = {}
         self.conn = spec.queue.connect(spec.params, spec.database, spec.session_sql)
         self.bump(Field.THREAD_ID, self.conn.session_id)
         self.effects = spec.queue.connect(spec.params, spec.database, ())
@@ -368,7 +371,7 @@ def worker_main(spec, shared: Shared, results, make: Callable = None) -> None:
         shared.ready.release()
         shared.go.wait()
         claimer.run()
-        results.send(WorkerDone(claimer.claim_ms, claimer.retried_by_statement))
+        results.send(WorkerDone(claimer.claim_ms, claimer.retried_by_statement, claimer.deadlocked_by_statement))
     except Exception as exc:  # every failure goes back to the parent as one line
         results.send(WorkerFailed(f"worker {spec.index}: {describe(exc)}"))
     finally:

@@ -76,6 +76,7 @@ class WorkersConfig:
     # A queue file (scenario/queue_file.QueueFile) whose SQL the workers run instead of a strategy's.
     queue: object | None = None
     enqueue_during: bool = False  # half the jobs are enqueued while the workers claim (queue files)
+    fail_rate: float = 0.0  # a queue file's run: the share of jobs whose first execution fails (own_record.py)
 
     @property
     def lease(self) -> float:
@@ -100,6 +101,9 @@ def validate(config: WorkersConfig) -> None:
         raise UsageError(f"--kill must be from 0 to {config.workers - 1} so that a worker survives, got {config.kill}")
     if config.enqueue_during and config.queue is None:
         raise UsageError("--enqueue-during needs --queue: the built-in strategies enqueue every job at the start")
+    _in_range("fail-rate", config.fail_rate, 0, 1)
+    if config.fail_rate and (config.queue is None or not all(sql.fail for sql in config.queue.variants.values())):
+        raise UsageError("--fail-rate needs a queue file with fail: (what your queue runs when a job fails)")
     if config.kill and config.queue is None and STRATEGIES[config.strategy].ceiling:
         raise UsageError(f"{config.strategy} cannot take --kill: no other worker ever claims a killed worker's rows")
     if config.state_order not in STATE_ORDERS:
@@ -200,6 +204,18 @@ class WorkersSummary:
     done_twice: int = 0
     left_claimed: int = 0
     retried_by_statement: dict = field(default_factory=dict)
+    # ... jobs whose effect ran again though no killed worker held them (a completion rolled
+    # back after the job ran: the job was failed and claimed again), jobs the file's `fail`
+    # ended (a file without `retry`), the deadlocks by statement, which on a single server are
+    # a finding (the file's statements lock in crossing orders; on a cluster a 1213 is mostly
+    # certification), and the first place the tool's tables differ from its workers' own count.
+    run_again: int = 0
+    failed_jobs: int = 0
+    failures_injected: int = 0  # --fail-rate: jobs whose first execution failed
+    fail_runs: int = 0  # the file's `fail` committed, per job
+    deadlocked_by_statement: dict = field(default_factory=dict)
+    deadlocks_are_findings: bool = False
+    record_tampered: str | None = None
     # The stop signal (a KeyboardInterrupt) that ended the run early: the figures are what the
     # workers counted until then, and the queue was not checked.
     stopped: BaseException | None = field(default=None, repr=False)
@@ -207,9 +223,18 @@ class WorkersSummary:
     @property
     def invariants_hold(self) -> bool:
         return (
-            self.stopped is None and self.lost == 0 and self.duplicated == 0 and self.completed == self.jobs
-            and self.nodes_agree is not False and self.done_twice == 0 and self.left_claimed == 0
+            self.stopped is None and self.lost == 0 and self.duplicated == 0
+            and self.completed + self.failed_jobs == self.jobs and self.nodes_agree is not False and self.done_twice == 0
+            and self.left_claimed == 0 and self.run_again == 0 and self.record_tampered is None
+            and not self.deadlock_finding
         )
+
+    @property
+    def deadlock_finding(self) -> str:
+        """The deadlocks by statement when they are a finding, else ''."""
+        if not self.deadlocks_are_findings or not self.deadlocked_by_statement:
+            return ""
+        return ", ".join(f"{where} {count:,}" for where, count in self.deadlocked_by_statement.items())
 
     @property
     def verdict(self) -> str:
@@ -218,16 +243,30 @@ class WorkersSummary:
             return f"{stop_of(self.stopped)} after {self.completed} of {self.jobs} job(s) completed; the queue was not checked"
         if self.invariants_hold:
             return "invariants hold: no job lost, none done twice" + (" on every node" if self.nodes > 1 else "")
+        if self.record_tampered:
+            return f"verdict refused: {self.record_tampered}"
         if self.nodes_agree is False:
             return "invariants violated: the nodes disagree on the jobs or completions"
-        if self.done_twice or self.left_claimed:
-            return (
-                f"invariants violated: {self.lost} lost, {self.done_twice} done twice, {self.left_claimed} left claimed, "
-                f"{self.completed} of {self.jobs} completed"
-            )
+        if self.strategy.startswith("queue "):
+            return self._queue_verdict()
         return (
             f"invariants violated: {self.lost} lost, {self.duplicated} second completion(s), "
             f"{self.completed} of {self.jobs} completed"
+        )
+
+    def _queue_verdict(self) -> str:
+        broken = [
+            f"{self.lost} lost", f"{self.done_twice} done twice", f"{self.left_claimed} left claimed",
+            f"{self.run_again} run again", f"{self.completed} of {self.jobs} completed",
+        ]
+        if self.failed_jobs:
+            broken.insert(-1, f"{self.failed_jobs} failed")
+        if self.lost or self.done_twice or self.left_claimed or self.run_again or self.completed + self.failed_jobs != self.jobs:
+            verdict = "invariants violated: " + ", ".join(broken)
+            return verdict + (f"; deadlocks at {self.deadlock_finding}" if self.deadlock_finding else "")
+        return (
+            f"deadlocks: {self.deadlock_finding} (the file's statements lock in crossing orders; each was "
+            "rolled back and retried); no job lost, none done twice"
         )
 
     def as_dict(self) -> dict:
@@ -372,6 +411,11 @@ VIEW_FIELDS = (
 _GONE = object()  # a worker's pipe closed with no message: the process died
 
 
+def add_counts(into: dict[str, int], counts: dict[str, int]) -> None:
+    for name, count in counts.items():
+        into[name] = into.get(name, 0) + count
+
+
 def _context():
     import multiprocessing.util
 
@@ -406,6 +450,7 @@ class Crew:
         self.states = ["running"] * workers
         self.claim_ms: list[float] = []
         self.retried_by_statement: dict[str, int] = {}
+        self.deadlocked_by_statement: dict[str, int] = {}
 
     def start(self, specs: list, target: Callable = claimers.worker_main) -> None:
         for spec in specs:
@@ -462,8 +507,8 @@ class Crew:
                 raise ServerError(message.message)
             if isinstance(message, WorkerDone):
                 self.claim_ms.extend(message.claim_ms)
-                for statement, count in message.retried_by_statement.items():
-                    self.retried_by_statement[statement] = self.retried_by_statement.get(statement, 0) + count
+                add_counts(self.retried_by_statement, message.retried_by_statement)
+                add_counts(self.deadlocked_by_statement, message.deadlocked_by_statement)
                 self.states[index] = "done"
             elif message is _GONE:
                 process.join()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ..mysql import control
 from ..mysql.queue import MySqlQueue
+from ..mysql.scratch import literal, quote
 from ..types import on_node, split
 from .node import FlowControl, appliers, catch_up, flow_control, last_committed
 
@@ -119,6 +120,24 @@ class QueueNodes:
             completions = control.rows(conn, f"SELECT COUNT(*) FROM {name}.completions")[0][0]
             sums = control.rows(conn, f"CHECKSUM TABLE {name}.jobs, {name}.completions")
         return NodeState(node, int(done), int(completions), ",".join(control.text(row[1]) for row in sums))
+
+    def copies(self) -> list[NodeState]:
+        """Each node's checksum of every table in the scratch database (a queue file's run: its
+        tables are the file's, so all of them are compared, the tool's among them)."""
+        with self._synced(1) as conn:
+            names = [
+                control.text(row[0]) for row in control.rows(
+                    conn, "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                    f"{literal(self.database)} ORDER BY table_name",
+                )
+            ]
+        tables = ", ".join(f"{quote(self.database)}.{quote(name)}" for name in names)
+        return [self._checksums(node, tables) for node in self._numbers()]
+
+    def _checksums(self, node: int, tables: str) -> NodeState:
+        with self._synced(node) as conn:
+            sums = control.rows(conn, f"CHECKSUM TABLE {tables}")
+        return NodeState(node, 0, 0, ",".join(control.text(row[1]) for row in sums))
 
     def _synced(self, node: int):
         """A connection of its own whose reads first wait until the node has applied every
