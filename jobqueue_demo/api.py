@@ -605,3 +605,94 @@ def write_plot(result, path: str) -> bool:
     from .workers.sweep import write_plot as plot
 
     return plot(result, path)
+
+
+# -- replay ---------------------------------------------------------------------------------
+
+
+def read_deadlock_report(name: str):
+    """(its path, the deadlock report): a file, or a report shipped with the package
+    (replay/examples.py), read by replay/readers.py, its size bounded."""
+    from .replay.examples import resolve
+    from .replay.readers import read_report
+
+    path = resolve(name)
+    return path, read_report(path, _bounded_read(path))
+
+
+def replay_plan(report, report_path: str, schema_path: str | None, rows_path: str | None, dsn: str | None):
+    """The lesson's pieces (replay/build.py): the schema from `schema_path`, or read from the
+    server `dsn` names (its CREATE statements, no row read), the rows from `rows_path` or
+    made from the report."""
+    from pathlib import Path
+
+    from .errors import UsageError
+    from .replay.build import plan
+    from .replay.examples import beside
+    from .replay.schema import read_schema
+
+    if schema_path is None and dsn is None:
+        schema_path = beside(report_path, "schema")
+        rows_path = rows_path or beside(report_path, "rows")
+    if (schema_path is None) == (dsn is None):
+        raise UsageError("replay needs the schema: --schema SCHEMA.sql, or --dsn of the database to read it from (one of them)")
+    if schema_path is not None:
+        schema = _bounded_read(schema_path).decode("utf-8", "replace")
+    else:
+        schema = _schema_from(dsn, report)
+        schema_path = f"the schema read from {dsn}"
+    rows = _bounded_read(rows_path).decode("utf-8", "replace") if rows_path else None
+    tables = read_schema(schema_path, schema, report.innodb)
+    return plan(report, Path(report_path).name, schema_path, schema, tables, rows)
+
+
+def _schema_from(dsn: str, report) -> str:
+    from .engine.seam import open_server
+
+    with open_server(dsn, None) as info:
+        if info.engine != report.engine:
+            from .errors import UsageError
+
+            raise UsageError(f"--dsn names a {info.engine} server, and the report is {report.engine}'s")
+        return info.seam.create_statements(info.params, tuple(report.tables()))
+
+
+def _bounded_read(path: str) -> bytes:
+    from .errors import ReportError
+    from .replay.report import MAX_REPORT_BYTES
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_REPORT_BYTES + 1)
+    except OSError as e:
+        raise ReportError(path, e.strerror or str(e)) from None
+    if len(data) > MAX_REPORT_BYTES:
+        raise ReportError(path, "more than 1 MiB: a deadlock report, its schema or its rows is at most 1 MiB each")
+    return data
+
+
+@contextmanager
+def private_server(engine: str):
+    """An embedded throwaway server of `engine`, whatever $JOBQUEUE_DEMO_DSN says: a report's
+    statements run on a server of this run's own, as its per-run user."""
+    from .engine.leftovers import sweep_dirs
+    from .engine.seam import seam_of
+
+    sweep_dirs()
+    with seam_of(engine).embedded() as info:
+        yield info
+
+
+def replay(plan, server, step_timeout: float, output: str | None):
+    """Run the plan's schedules until one reproduces the report's cycle (replay/search.py);
+    the lesson is written to `output` only then."""
+    from .replay.search import replay as search
+    from .safe_write import check_writable, write_file
+
+    if output is not None:
+        check_writable(output)
+    # Where messages place a step: the lesson's lines, not the report's.
+    found = search(plan, server, step_timeout, verified_line(server), output or f"{plan.source} replayed")
+    if output is not None:
+        write_file(output, found.text)
+    return found

@@ -69,6 +69,17 @@ class ScenarioError(DemoError):
         super().__init__(f"{where}: {message}")
 
 
+class ReportError(ScenarioError):
+    """A deadlock report given to `replay`, or the schema or rows with it, that cannot be
+    used; the message names the file and, where one is to blame, the line."""
+
+
+class NotReproduced(DemoError):
+    """`replay` ran every schedule it could build and none showed the report's cycle."""
+
+    exit_code = EXIT_MISMATCH
+
+
 class RecordError(DemoError):
     """`record` would have written a file that does not load or does not hold; nothing was written."""
 

@@ -18,6 +18,7 @@ MAY_IMPORT = {
     "run": {"run", "scenario", "engine"},
     "explore": {"explore", "run", "scenario", "engine"},
     "workers": {"workers", "engine"},
+    "replay": {"replay", "run", "scenario", "engine"},
     "render": {"render", "run", "scenario", "engine", "explore", "workers"},
     "serve": {"serve", "render", "run", "scenario", "engine"},
 }
@@ -309,6 +310,16 @@ def test_run_explore_and_workers_see_only_the_seam_and_its_values(layer_name):
         for module, line in imports(path):
             if module == ENGINE or module.startswith(ENGINE + "."):
                 assert module in ENGINE_FACES, f"{path.relative_to(PACKAGE)}:{line} imports {module}, not engine/seam.py or types.py"
+
+
+def test_replay_sees_only_the_engines_values_and_the_lexer():
+    """A report is read and its lesson built from text: of engine/, the lock words of
+    types.py and the one SQL lexer; the server is reached through run/."""
+    faces = ENGINE_FACES | {f"{ENGINE}.sql_lexer"}
+    for path in sorted((PACKAGE / "replay").rglob("*.py")):
+        for module, line in imports(path):
+            if module == ENGINE or module.startswith(ENGINE + "."):
+                assert module in faces, f"{path.relative_to(PACKAGE)}:{line} imports {module}"
 
 
 def test_types_import_nothing_else_of_the_engine():

@@ -81,7 +81,7 @@ def test_lessons_ship_in_the_wheel_and_run_by_name(tmp_path, embedded):
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         (source / name).write_bytes((ROOT / name).read_bytes())
-    for folder in ("jobqueue_demo", "scenarios", "queues"):
+    for folder in ("jobqueue_demo", "scenarios", "queues", "reports"):
         subprocess.run(["cp", "-r", str(ROOT / folder), str(source / folder)], check=True)
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(source)],
@@ -94,8 +94,10 @@ def test_lessons_ship_in_the_wheel_and_run_by_name(tmp_path, embedded):
     with zipfile.ZipFile(wheel) as z:
         shipped = {Path(n).name for n in z.namelist() if n.startswith("jobqueue_demo/lessons/")}
         queues = {Path(n).name for n in z.namelist() if n.startswith("jobqueue_demo/queues/")}
+        reports = {Path(n).name for n in z.namelist() if n.startswith("jobqueue_demo/reports/")}
         z.extractall(tmp_path / "site")
     assert queues == {p.name for p in (ROOT / "queues").glob("*.yaml")}  # the queue files, found by name
+    assert reports == {p.name for p in (ROOT / "reports").iterdir()}  # replay's example reports, their schemas and rows
     specs = {p.name for p in (ROOT / "scenarios" / "specs").glob("*.spec")}  # the isolation specs, in lessons/specs/
     assert specs and shipped == {p.name for p in LESSONS} | specs
 

@@ -26,6 +26,7 @@ COMMAND_MODULES = {
     "explore": ("explore",),
     "show": ("show",),
     "workers": ("workers", "bench"),
+    "replay": ("replay",),
 }
 
 

@@ -151,6 +151,12 @@ class MySqlEngine:
 
         return TableSnapshot(scratch, tables, writer)
 
+    def create_statements(self, params: ConnectParams, tables: tuple[str, ...]) -> str:
+        """The tables' CREATE statements, read from the catalog of the DSN's database (catalog.py)."""
+        from .catalog import create_statements
+
+        return create_statements(params, tables)
+
     def variables(self) -> ServerVariables | None:
         """Server variables as --matrix sets them (variables.py)."""
         from .variables import MySqlVariables

@@ -157,6 +157,12 @@ class PgEngine:
 
         return PgTableSnapshot(scratch, tables, writer)
 
+    def create_statements(self, params: PgParams, tables: tuple[str, ...]) -> str:
+        """The tables' CREATE statements, read from the catalog of the DSN's database (catalog.py)."""
+        from .catalog import create_statements
+
+        return create_statements(params, tables)
+
     def variables(self) -> ServerVariables | None:
         """None: --matrix sets MariaDB/MySQL server variables (run/matrix.py)."""
         return None

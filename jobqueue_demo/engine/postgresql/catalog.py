@@ -1,0 +1,50 @@
+"""A database's tables as CREATE statements, built from the catalog as pg_dump --schema-only
+reads it, for `replay --dsn`: the columns, the primary key and every other index, no row read.
+A column whose default is a sequence's nextval() becomes serial, as the sequence is not copied."""
+
+from __future__ import annotations
+
+from contextlib import closing
+
+from ...errors import UsageError
+
+SERIAL = {"integer": "SERIAL", "bigint": "BIGSERIAL", "smallint": "SMALLSERIAL"}
+
+
+def create_statements(params, tables: tuple[str, ...]) -> str:
+    if not params.database:
+        raise UsageError("--dsn must name the database whose schema to read (postgresql://user@host/DATABASE)")
+    with closing(params.connect()) as conn:
+        return "".join(_table(conn, table) for table in tables)
+
+
+def _table(conn, table: str) -> str:
+    columns = conn.execute(
+        "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid) "
+        "FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
+        "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+        (_quoted(table),),
+    ).fetchall()
+    if not columns:
+        return ""
+    lines = []
+    for name, kind, not_null, default in columns:
+        if default and default.startswith("nextval(") and kind in SERIAL:
+            kind, default = SERIAL[kind], None
+        line = f"  {_quoted(name)} {kind}" + (" NOT NULL" if not_null else "") + (f" DEFAULT {default}" if default else "")
+        lines.append(line)
+    indexes = conn.execute(
+        "SELECT i.indisprimary, pg_get_indexdef(i.indexrelid), "
+        "ARRAY(SELECT a.attname FROM unnest(i.indkey) k JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k) "
+        "FROM pg_index i WHERE i.indrelid = to_regclass(%s) ORDER BY i.indexrelid",
+        (_quoted(table),),
+    ).fetchall()
+    primary = [cols for is_primary, _, cols in indexes if is_primary]
+    if primary:
+        lines.append(f"  PRIMARY KEY ({', '.join(_quoted(c) for c in primary[0])})")
+    others = "".join(f"{definition};\n" for is_primary, definition, _ in indexes if not is_primary)
+    return f"CREATE TABLE {_quoted(table)} (\n" + ",\n".join(lines) + "\n);\n" + others
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

@@ -1,0 +1,6 @@
+CREATE TABLE jobs (
+  id INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  task VARCHAR(100) NOT NULL,
+  state VARCHAR(8) NOT NULL DEFAULT 'queued',
+  KEY state_id (state, id)
+) ENGINE=InnoDB;

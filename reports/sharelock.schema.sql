@@ -1,0 +1,5 @@
+CREATE TABLE jobs (
+  id INT PRIMARY KEY,
+  task VARCHAR(100) NOT NULL,
+  state VARCHAR(20) NOT NULL DEFAULT 'queued'
+);
