@@ -63,6 +63,24 @@ Goals met: read-only specs' steady state (0.15-0.44x). Not met: the whole proces
 scratch database alone costs more than isolationtester's whole run of a small spec), and
 a writing spec's steady state (the restore is as dear as isolationtester's setup).
 
+Round of 2026-12-05 (`run FILE.spec`, the spec itself, beside explore's equivalent scenarios):
+- the server's description, the sweep for leftovers and the run's admin connection share one
+  connection (two backends fewer to start), the sweep's two catalog reads are one, and a
+  spec's run on PostgreSQL opens no wait monitor (isolationtester's own question is asked; the
+  monitor's warm-up was four queries on a new database's cold catalog); on an embedded server
+  the scratch database is not dropped before the server is (DROP DATABASE waits for a
+  checkpoint, and the immediate shutdown that follows deletes it anyway). A one-permutation
+  spec, farm-bench, 20 pairs at load average 0.5: --dsn 224 vs 234 ms (0.95), embedded 529
+  vs 573 ms (0.98). Each session's SET application_name (isolationtester's name for it, for
+  specs that look themselves up) costs a round trip back.
+- tried and left out: dropping the scratch database from a detached process after the output
+  (0.86-0.91 of the one-permutation run under load): the command would return while its
+  database still exists, and a script that drops the DSN's role next (our own test did) fails.
+- the whole process stays above isolationtester's: 210 permutations 1.63 s against 0.95 s
+  (1.68x), because our fixed cost (Python, psycopg, a scratch database and a role, 0.2 s)
+  is isolationtester's tenfold and each statement costs our client 0.15-0.25 ms more; with a
+  database made and dropped around isolationtester, as ours is, 1.08x (3 rounds, load 1-3).
+
 Usage: python bench/bench_spec_vs_isolationtester.py [--rounds 3] [--quick]
        [--dsn postgresql://root@127.0.0.1:5432/test] [--isolationtester PATH] [--before DIR]
 --before DIR: another checkout (e.g. `git archive main | tar -x -C DIR`), measured in the same
