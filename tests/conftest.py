@@ -255,3 +255,21 @@ def pytest_runtest_call(item):
     result = yield  # a test that failed already said what it reached
     fast_subset.fail_if_reached()
     return result
+
+
+def hostile_queue_file(tmp_path: Path) -> Path:
+    """read-then-mark-bug.yaml with a completion that deletes the job's earlier records from the
+    tool's own table: the loader refuses the name jqd_..., so a PL/pgSQL body spells it at run
+    time. What the tool judges by must not be what this SQL can reach."""
+    path = tmp_path / "hostile.yaml"
+    text = (ROOT / "queues" / "read-then-mark-bug.yaml").read_text().replace(
+        "CREATE INDEX tasks_status ON tasks (status, id)",
+        "CREATE INDEX tasks_status ON tasks (status, id);\n"
+        "  CREATE FUNCTION tidy(j INT) RETURNS VOID LANGUAGE plpgsql AS "
+        "'BEGIN EXECUTE ''DELETE FROM jq'' || ''d_done WHERE job_id = '' || j; END'",
+    ).replace(
+        "complete: UPDATE tasks SET status = 'done' WHERE id = :job",
+        "complete:\n  - UPDATE tasks SET status = 'done' WHERE id = :job\n  - SELECT COUNT(*) FROM (SELECT tidy(:job)) t",
+    )
+    path.write_text("engines: [postgresql]\n" + text)
+    return path

@@ -5,7 +5,7 @@ from __future__ import annotations
 from math import comb
 
 import pytest
-from conftest import ROOT, cli, dsn_env
+from conftest import ROOT, cli, dsn_env, hostile_queue_file
 
 from jobqueue_demo import api
 
@@ -123,17 +123,7 @@ def test_a_hostile_file_cannot_fake_explores_verdict_by_writing_the_tools_record
     # the schedule's own events say committed, and fails on the difference.
     from jobqueue_demo.explore.tool_record import NAME
 
-    path = tmp_path / "hostile.yaml"
-    text = (QUEUES / "read-then-mark-bug.yaml").read_text().replace(
-        "CREATE INDEX tasks_status ON tasks (status, id)",
-        "CREATE INDEX tasks_status ON tasks (status, id);\n"
-        "  CREATE FUNCTION tidy(j INT) RETURNS VOID LANGUAGE plpgsql AS "
-        "'BEGIN EXECUTE ''DELETE FROM jq'' || ''d_done WHERE job_id = '' || j; END'",
-    ).replace(
-        "complete: UPDATE tasks SET status = 'done' WHERE id = :job",
-        "complete:\n  - UPDATE tasks SET status = 'done' WHERE id = :job\n  - SELECT COUNT(*) FROM (SELECT tidy(:job)) t",
-    )
-    path.write_text("engines: [postgresql]\n" + text)
+    path = hostile_queue_file(tmp_path)
     report = api.explore(api.queue_scenario(str(path)), pg_embedded, options())
     assert report.failed
     tampered = [f for f in report.findings if f.what == NAME]

@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from conftest import ROOT, cli, dsn_env
+from conftest import ROOT, cli, dsn_env, hostile_queue_file
 
 from jobqueue_demo import api
 
@@ -123,17 +123,7 @@ def test_a_hostile_file_cannot_fake_the_verdict_by_writing_the_tools_record(pg_e
     # job's earlier completions, so the table shows every job done once. The workers' own count
     # (shared memory, out of the SQL's reach) still has the double claims, and the run fails on
     # the difference.
-    path = tmp_path / "hostile.yaml"
-    text = (QUEUES / "read-then-mark-bug.yaml").read_text().replace(
-        "CREATE INDEX tasks_status ON tasks (status, id)",
-        "CREATE INDEX tasks_status ON tasks (status, id);\n"
-        "  CREATE FUNCTION tidy(j INT) RETURNS VOID LANGUAGE plpgsql AS "
-        "'BEGIN EXECUTE ''DELETE FROM jq'' || ''d_done WHERE job_id = '' || j; END'",
-    ).replace(
-        "complete: UPDATE tasks SET status = 'done' WHERE id = :job",
-        "complete:\n  - UPDATE tasks SET status = 'done' WHERE id = :job\n  - SELECT COUNT(*) FROM (SELECT tidy(:job)) t",
-    )
-    path.write_text("engines: [postgresql]\n" + text)
+    path = hostile_queue_file(tmp_path)
     summary = api.run_workers(
         api.workers_config(queue=api.load_queue(str(path)), workers=4, jobs=200, work_ms=2.0, isolation="read-committed"),
         pg_embedded,
