@@ -77,9 +77,14 @@ Round of 2026-12-05 (`run FILE.spec`, the spec itself, beside explore's equivale
   (0.86-0.91 of the one-permutation run under load): the command would return while its
   database still exists, and a script that drops the DSN's role next (our own test did) fails.
 - the whole process stays above isolationtester's: 210 permutations 1.63 s against 0.95 s
-  (1.68x), because our fixed cost (Python, psycopg, a scratch database and a role, 0.2 s)
-  is isolationtester's tenfold and each statement costs our client 0.15-0.25 ms more; with a
-  database made and dropped around isolationtester, as ours is, 1.08x (3 rounds, load 1-3).
+  (1.68x). Our fixed cost (Python and psycopg 0.12 s, a scratch database and a role) is
+  isolationtester's tenfold, and the DROP DATABASE at the end waits for a checkpoint that
+  unlinks every table file the permutations' teardowns dropped (PostgreSQL unlinks them at
+  the next checkpoint): 0.2 s after 210 permutations (pyinstrument), a cost isolationtester
+  leaves to a later checkpoint. Per permutation the server's work is the same (a bare
+  psycopg loop of the same statements: 4.4 ms, as isolationtester's); our client adds 1 ms
+  of CPU. With a database made and dropped around isolationtester, as ours is, 1.08x
+  (3 rounds, load 1-3).
 
 Usage: python bench/bench_spec_vs_isolationtester.py [--rounds 3] [--quick]
        [--dsn postgresql://root@127.0.0.1:5432/test] [--isolationtester PATH] [--before DIR]
