@@ -15,7 +15,7 @@ import typer
 from ..errors import EXIT_MISMATCH, stop_of
 from .matrix import MATRIX_HELP, lesson_matrix_command
 from .shared import (
-    MAX_SECONDS, STEP_TIMEOUT_HELP, Cluster, Dsns, ShowLocks, app, finite, heading, say, say_notes, server_for,
+    MAX_SECONDS, STEP_TIMEOUT_HELP, Cluster, Dsns, ShowLocks, app, finite, heading, pace_option, say, say_notes, server_for,
 )
 
 
@@ -53,10 +53,7 @@ def run(
         False, "--step", help="Pause before each step and show what comes next: Enter runs it, q quits "
         "(sessions rolled back, scratch database dropped)."
     ),
-    pace: Optional[float] = typer.Option(
-        None, "--pace", metavar="SECONDS", min=0.0, max=MAX_SECONDS, callback=finite, show_default=False,
-        help="Run one step every SECONDS, for a talk; with --step, Enter runs the next one sooner.",
-    ),
+    pace: Optional[float] = pace_option("Run one step every SECONDS, for a talk; with --step, Enter runs the next one sooner."),
     layout: Layout = typer.Option(
         Layout.transcript, "--layout", help="transcript: psql style; columns: one column per session, time downwards."
     ),

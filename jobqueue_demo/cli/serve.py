@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from ..errors import EXIT_MISMATCH
-from .shared import MAX_SECONDS, Cluster, Dsns, ShowLocks, StepTimeout, app, finite, fitted, heading, say, say_notes, server_for
+from .shared import Cluster, Dsns, ShowLocks, StepTimeout, app, fitted, heading, pace_option, say, say_notes, server_for
 
 HOST_HELP = (
     "The address to listen on. The default, 127.0.0.1, serves this machine only; 0.0.0.0 serves every "
@@ -32,10 +32,7 @@ def serve(
         False, "--predict", help="Before each statement the pages ask the class what it will do (return rows or OK, "
         "wait, fail); the teacher's first press reveals the tally, the second runs it."
     ),
-    pace: Optional[float] = typer.Option(
-        None, "--pace", metavar="SECONDS", min=0.0, max=MAX_SECONDS, callback=finite, show_default=False,
-        help="Run one step every SECONDS by itself; the teacher can still step sooner.",
-    ),
+    pace: Optional[float] = pace_option("Run one step every SECONDS by itself; the teacher can still step sooner."),
     show_locks: ShowLocks = False,
     cluster: Cluster = None,
 ) -> None:

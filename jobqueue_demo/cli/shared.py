@@ -165,6 +165,13 @@ StepTimeout = Annotated[
 ]
 
 
+def pace_option(help: str):
+    """--pace SECONDS, checked alike wherever a run can step itself (`run`, `serve`)."""
+    return typer.Option(
+        None, "--pace", metavar="SECONDS", min=0.0, max=MAX_SECONDS, callback=finite, show_default=False, help=help,
+    )
+
+
 @dataclass(eq=False)
 class GlobalOptions:
     """The options given before the command, read by main() and by server_for()."""
