@@ -48,13 +48,14 @@ system-packages: build-packages
 	ls /usr/lib/galera*/libgalera_smm.so >/dev/null 2>&1 || ls /usr/lib64/galera*/libgalera_smm.so >/dev/null 2>&1 || missing="$$missing galera-4"; \
 	command -v mariadb-test >/dev/null || command -v mysqltest >/dev/null || missing="$$missing mariadb-test"; \
 	[ -n "$(PG_SERVER)" ] || missing="$$missing postgresql"; \
+	[ -n "$$(ls /usr/lib/*/libpq.so.5 /usr/lib64/libpq.so.5 2>/dev/null)" ] || missing="$$missing libpq5"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	$(APT_INSTALL_MISSING)
 
 $(BIN): pyproject.toml | build-packages
 	[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip >/dev/null
-	$(PY) -m pip install -q -e '.[test,postgres]'
+	$(PY) -m pip install -q -e '.[test]'
 	touch $(BIN)
 
 demo: install

@@ -12,6 +12,7 @@ process start fails the test, naming what it reached.
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -106,18 +107,16 @@ def _audit(event: str, args: tuple) -> None:
 def inside_only() -> Iterator[list[str]]:
     """Every socket connection and process start fails (pytest.fail, which `except Exception`
     does not catch), the database drivers' connections too: libmariadb and libpq connect in C,
-    where no audit event is raised (psycopg's C connect, and libpq's own for a direct call).
+    where no audit event is raised (libpq's own, called through engine/postgresql/libpq.py).
     Yields the list of what was reached."""
     global _reached
     import MySQLdb.connections
-    import psycopg
 
-    def no_postgresql(conninfo: str = "", *args, **kwargs):
-        where = psycopg.conninfo.conninfo_to_dict(conninfo if isinstance(conninfo, str) else conninfo.decode())
+    from jobqueue_demo.engine.postgresql import libpq
+
+    def no_postgresql(cls, conninfo: bytes, *args, **kwargs):
+        where = dict(re.findall(r"(\w+)='((?:[^'\\]|\\.)*)'", conninfo.decode()))
         _refuse(f"libpq {where.get('host')!r} port {where.get('port')}")
-
-    class NoPGconn(psycopg.pq.PGconn):
-        connect = connect_start = classmethod(lambda cls, conninfo: no_postgresql(conninfo))
 
     def no_mysql(self, *args, **kwargs):
         _refuse(f"libmariadb {kwargs.get('unix_socket') or kwargs.get('host')!r}")
@@ -128,8 +127,7 @@ def inside_only() -> Iterator[list[str]]:
     try:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(MySQLdb.connections.Connection, "__init__", no_mysql)
-            patch.setattr(psycopg.generators, "connect", no_postgresql)
-            patch.setattr(psycopg.pq, "PGconn", NoPGconn)
+            patch.setattr(libpq.PGconn, "connect", classmethod(no_postgresql))
             yield _reached
     finally:
         _reached = outer

@@ -18,6 +18,7 @@ from conftest import LOCAL_PG_DSN, ROOT, cli, local_pg_reachable, pg_binaries_mi
 from test_interrupt import interrupt_while_waiting, start
 
 from jobqueue_demo import api as core
+from jobqueue_demo.engine.postgresql import control
 from jobqueue_demo.errors import StuckError
 from jobqueue_demo.run import events as ev
 
@@ -153,7 +154,7 @@ def test_the_scratch_database_and_role_are_dropped(pg):
     database = next(e for e in report.events if isinstance(e, ev.RunStarted)).database
     conn = pg.params.connect()
     try:
-        left = conn.execute("SELECT datname FROM pg_database UNION ALL SELECT rolname FROM pg_roles").fetchall()
+        left = control.rows(conn, "SELECT datname FROM pg_database UNION ALL SELECT rolname FROM pg_roles")
     finally:
         conn.close()
     assert database.startswith("jqd_") and database not in {r[0] for r in left}
@@ -290,7 +291,7 @@ def test_cleanup_drops_a_dead_runs_database_and_role_only(pg_local):
         done = cli("cleanup", "--dsn", LOCAL_PG_DSN)
         assert done.returncode == 0, done.stderr
         assert f"removed database {dead}" in done.stdout and f"removed user {dead}" in done.stdout
-        left = {r[0] for r in admin.execute("SELECT datname FROM pg_database UNION ALL SELECT rolname FROM pg_roles").fetchall()}
+        left = {r[0] for r in control.rows(admin, "SELECT datname FROM pg_database UNION ALL SELECT rolname FROM pg_roles")}
         assert dead not in left and {locked, elsewhere} <= left
         assert f"kept database {locked} (its run is alive)" in done.stdout
         assert f"kept database {elsewhere} (its run is alive)" in done.stdout

@@ -316,19 +316,20 @@ def test_dsn_reads_the_schema_from_a_mariadb_catalog(tmp_path):
 def test_dsn_reads_the_schema_from_a_postgresql_catalog(tmp_path):
     if not local_pg_reachable():
         pytest.skip("no PostgreSQL on 127.0.0.1:5432")
-    import psycopg
+    from jobqueue_demo.engine.postgresql import control
+    from jobqueue_demo.engine.postgresql.server import parse_dsn
 
     database = f"jqdtest_{secrets.token_hex(4)}"
-    with closing(psycopg.connect("postgresql://root@127.0.0.1:5432/postgres", autocommit=True)) as admin:
-        admin.execute(f"CREATE DATABASE {database}")
+    with closing(parse_dsn("postgresql://root@127.0.0.1:5432/postgres").connect()) as admin:
+        control.execute(admin, f"CREATE DATABASE {database}")
         try:
-            with closing(psycopg.connect(f"postgresql://root@127.0.0.1:5432/{database}", autocommit=True)) as conn:
-                conn.execute("CREATE TABLE jobs (id SERIAL PRIMARY KEY, task VARCHAR(100) NOT NULL, "
+            with closing(parse_dsn(f"postgresql://root@127.0.0.1:5432/{database}").connect()) as conn:
+                control.execute(conn, "CREATE TABLE jobs (id SERIAL PRIMARY KEY, task VARCHAR(100) NOT NULL, "
                              "state VARCHAR(20) NOT NULL DEFAULT 'queued'); CREATE INDEX poll ON jobs (state, id)")
             done, lesson = replayed(tmp_path, str(SHIPPED / "sharelock.log"), "--rows", str(SHIPPED / "sharelock.rows.sql"),
                                     "--dsn", f"postgresql://root@127.0.0.1:5432/{database}")
         finally:
-            admin.execute(f"DROP DATABASE {database}")
+            control.execute(admin, f"DROP DATABASE {database}")
     assert done.returncode == 0, done.stdout + done.stderr
     text = lesson.read_text()
     assert '"id" SERIAL NOT NULL' in text and "CREATE INDEX poll ON public.jobs" in text

@@ -86,16 +86,12 @@ def mysql_value_on(conn, sql: str) -> str:
 def copy_to_program(info, program: str) -> str | None:
     """What a superuser scenario would do: run `program` as the server's OS user. The error, or
     None when the program succeeded."""
-    import psycopg
-
     from jobqueue_demo.engine.postgresql.control import literal
+    from jobqueue_demo.engine.postgresql.session import answer
 
     with closing(info.params.connect()) as conn:
-        try:
-            conn.execute(f"COPY (SELECT 1) TO PROGRAM {literal(program)}")
-        except psycopg.Error as exc:
-            return str(exc)
-    return None
+        result = answer(conn, f"COPY (SELECT 1) TO PROGRAM {literal(program)}")
+    return result.error.libpq_text if result.error else None
 
 
 def test_the_embedded_postgresql_runs_as_its_own_user(pg_embedded):

@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from jobqueue_demo.engine.postgresql import control
+
 from conftest import cli, skip_without_pg
 from jobqueue_demo.workers.crew import Scratch, WorkersConfig, check, run_workers
 from jobqueue_demo.workers.stall import diagnose
@@ -125,13 +127,13 @@ def test_a_stall_is_diagnosed_from_pg_locks(pg):
         conns = [pg.params.connect(database=scratch.name) for _ in range(3)]
         try:
             holder, waiter, third = conns
-            holder.execute("BEGIN")
-            holder.execute("SELECT id FROM jobs WHERE id = 2 FOR UPDATE")
-            waiter.execute("BEGIN")
+            control.execute(holder, "BEGIN")
+            control.execute(holder, "SELECT id FROM jobs WHERE id = 2 FOR UPDATE")
+            control.execute(waiter, "BEGIN")
             waiter.pgconn.send_query(b"UPDATE jobs SET state = 'done' WHERE id = 2")
-            threads = {c.info.backend_pid: i for i, c in enumerate(conns)}
+            threads = {c.pgconn.backend_pid: i for i, c in enumerate(conns)}
             _diagnosis_with(scratch, threads, 1)  # the third must queue behind a waiting second
-            third.execute("BEGIN")
+            control.execute(third, "BEGIN")
             third.pgconn.send_query(b"SELECT id FROM jobs WHERE id = 2 FOR UPDATE")
             diagnosis = _diagnosis_with(scratch, threads, 2)
         finally:
@@ -192,9 +194,9 @@ def test_the_crew_ends_a_workers_backend_with_pg_terminate_backend(pg_embedded):
         scratch.prepare(1)
         conn = pg_embedded.params.connect(database=scratch.name)
         try:
-            conn.execute("BEGIN")
-            conn.execute("SELECT id FROM jobs WHERE id = 1 FOR UPDATE")
-            pid = conn.info.backend_pid
+            control.execute(conn, "BEGIN")
+            control.execute(conn, "SELECT id FROM jobs WHERE id = 1 FOR UPDATE")
+            pid = conn.pgconn.backend_pid
             assert scratch.threads_present([pid]) == {pid}
             scratch.kill_threads([pid])
             deadline = time.monotonic() + 5

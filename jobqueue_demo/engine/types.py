@@ -417,6 +417,11 @@ BRUTE_FORCE = "brute-force abort"  # a replicated write set needed its locks and
 STATE_ORDERS = ("done-last", "done-first")
 
 
+class ConnectionGone(Exception):
+    """A client library's call on a connection failed because the connection is gone (libpq's
+    calls on a session's connection: run/spec_run.py drives them directly)."""
+
+
 class ClaimError(Exception):
     """A statement of a worker failed; `kind` is its portable class, None when no retry helps."""
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ..engine.types import Result
+from ..engine.types import ConnectionGone, Result
 from ..errors import ServerError, SpecAbandoned, SpecSetupFailed, StuckError
 from ..scenario.fault_kinds import BY_NAME
 from ..scenario.model import Scenario
@@ -265,8 +265,6 @@ class SpecRun:
             return True
         if not self.pg:
             return (yield from self._complete_elsewhere(pstep, session, flags))
-        from psycopg import OperationalError
-
         pgconn = session.conn.pgconn
         started = time.perf_counter()
         canceled = False
@@ -285,7 +283,7 @@ class SpecRun:
                     yield from self._notices(session)
                     return (yield from self._seen_waiting(pstep, session, flags))
                 canceled = yield from self._overdue(pstep, session, started, canceled)
-        except OperationalError:
+        except ConnectionGone:
             pass  # the connection is gone: reading the answer tells how
         yield from self._notices(session)
         return (yield from self._answered(pstep, session, flags))
@@ -316,7 +314,7 @@ class SpecRun:
             self._within(started + self.timeout, pstep)
             return canceled
         if took > self.timeout and not canceled:
-            session.conn.pgconn.get_cancel().cancel()
+            session.conn.pgconn.cancel()
             yield ev.StepCanceled(session.name, pstep.name, int(took))
             canceled = True
         if took > 2 * self.timeout:
@@ -350,8 +348,6 @@ class SpecRun:
     def _notifies(self, session) -> Iterator[ev.Event]:
         """The NOTIFYs the session's connection has received, as isolationtester reports
         them after a step: the sender named by its session, else by its pid."""
-        from psycopg import OperationalError
-
         pgconn = session.conn.pgconn
         names = {s.thread_id: s.name for s in self.conns.sessions.values()}
         try:
@@ -360,7 +356,7 @@ class SpecRun:
                 sender = names.get(notify.be_pid, f"PID {notify.be_pid}")
                 yield ev.Notified(session.name, _text(notify.relname), _text(notify.extra), sender)
                 session.take_input()
-        except OperationalError:
+        except ConnectionGone:
             return  # the connection is gone; its step's answer has said so
 
     def _waiting(self, pstep, session, kind: str) -> ev.Waiting:

@@ -4,9 +4,11 @@ A column whose default is a sequence's nextval() becomes serial, as the sequence
 
 from __future__ import annotations
 
+import json
 from contextlib import closing
 
 from ...errors import UsageError
+from .control import literal, rows
 
 SERIAL = {"integer": "SERIAL", "bigint": "BIGSERIAL", "smallint": "SMALLSERIAL"}
 
@@ -19,30 +21,30 @@ def create_statements(params, tables: tuple[str, ...]) -> str:
 
 
 def _table(conn, table: str) -> str:
-    columns = conn.execute(
+    columns = rows(
+        conn,
         "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid) "
         "FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
-        "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
-        (_quoted(table),),
-    ).fetchall()
+        f"WHERE a.attrelid = to_regclass({literal(_quoted(table))}) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+    )
     if not columns:
         return ""
     lines = []
     for name, kind, not_null, default in columns:
         if default and default.startswith("nextval(") and kind in SERIAL:
             kind, default = SERIAL[kind], None
-        line = f"  {_quoted(name)} {kind}" + (" NOT NULL" if not_null else "") + (f" DEFAULT {default}" if default else "")
+        line = f"  {_quoted(name)} {kind}" + (" NOT NULL" if not_null == "t" else "") + (f" DEFAULT {default}" if default else "")
         lines.append(line)
-    indexes = conn.execute(
+    indexes = rows(
+        conn,
         "SELECT i.indisprimary, pg_get_indexdef(i.indexrelid), "
-        "ARRAY(SELECT a.attname FROM unnest(i.indkey) k JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k) "
-        "FROM pg_index i WHERE i.indrelid = to_regclass(%s) ORDER BY i.indexrelid",
-        (_quoted(table),),
-    ).fetchall()
-    primary = [cols for is_primary, _, cols in indexes if is_primary]
+        "to_json(ARRAY(SELECT a.attname FROM unnest(i.indkey) k JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k)) "
+        f"FROM pg_index i WHERE i.indrelid = to_regclass({literal(_quoted(table))}) ORDER BY i.indexrelid",
+    )
+    primary = [json.loads(cols) for is_primary, _, cols in indexes if is_primary == "t"]
     if primary:
         lines.append(f"  PRIMARY KEY ({', '.join(_quoted(c) for c in primary[0])})")
-    others = "".join(f"{definition};\n" for is_primary, definition, _ in indexes if not is_primary)
+    others = "".join(f"{definition};\n" for is_primary, definition, _ in indexes if is_primary != "t")
     return f"CREATE TABLE {_quoted(table)} (\n" + ",\n".join(lines) + "\n);\n" + others
 
 

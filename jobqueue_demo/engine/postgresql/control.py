@@ -2,7 +2,7 @@
 
 As control.py for MySQL: a failure of the tool's own SQL is a ServerError told in one line
 (exit 3), its code the SQLSTATE. Values come back in the server's text form (None for NULL),
-read from the raw result, so nothing depends on psycopg's type conversions.
+read from the raw result (libpq.py), never converted.
 """
 
 from __future__ import annotations
@@ -30,14 +30,13 @@ def rows(conn, sql: str) -> tuple[tuple[str | None, ...], ...]:
     """The rows of one statement (of the last, if several; the first 1,000, as for a session),
     as text; errors mapped. No answer within the connection's `answer_timeout` is a ControlError
     too, and closes the connection."""
-    import psycopg
-
+    from .libpq import TRANS_ACTIVE, LibpqError
     from .session import collect, shut
 
     timeout = conn.answer_timeout
     pgconn = conn.pgconn
     try:
-        if pgconn.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
+        if pgconn.transaction_status == TRANS_ACTIVE:
             # A stop signal cut short the wait for the last statement's answer: libpq takes one
             # statement at a time, and the clean-up's DROP must come after a CREATE the server
             # may still be running.
@@ -49,7 +48,7 @@ def rows(conn, sql: str) -> tuple[tuple[str | None, ...], ...]:
         note_silence()
         conn.dropped = f"the server did not answer within {timeout:g} s"
         raise ControlError(conn.dropped, CONNECTION_FAILURE) from None
-    except psycopg.OperationalError as exc:  # from send_query: the connection is gone
+    except LibpqError as exc:  # from send_query: the connection is gone
         raise control_error(CONNECTION_FAILURE, str(exc), sql) from None
     if result.error is not None:
         raise control_error(result.error.code, result.error.message, sql)

@@ -237,13 +237,13 @@ class EmbeddedPostgres(ThrowawayProcess):
             time.sleep(POLL_INTERVAL_S)
 
     def _answers(self) -> bool:
-        import psycopg
+        from .libpq import LibpqError, PGconn, conninfo
 
-        conn = psycopg.pq.PGconn.connect(psycopg.conninfo.make_conninfo(**self.params.conninfo()).encode())
         try:
-            return conn.status == psycopg.pq.ConnStatus.OK
-        finally:
-            conn.finish()
+            PGconn.connect(conninfo(self.params.conninfo()), POLL_INTERVAL_S * 10).finish()
+        except LibpqError:
+            return False
+        return True
 
     def end(self, process: subprocess.Popen) -> None:
         # SIGQUIT is PostgreSQL's immediate shutdown: the postmaster ends every backend at once,

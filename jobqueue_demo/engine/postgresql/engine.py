@@ -1,7 +1,7 @@
 """PostgreSQL behind the seam (seam.py's Engine).
 
-Each method imports its module where it is called, so a run pays only for what it uses; psycopg
-itself is imported when the first connection opens.
+Each method imports its module where it is called, so a run pays only for what it uses; libpq
+itself is loaded when the first connection opens (libpq.py).
 """
 
 from __future__ import annotations

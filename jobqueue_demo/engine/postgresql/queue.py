@@ -24,28 +24,34 @@ from . import errors as pg_errors
 STATE_TYPES = {"done-last": "jobs_state", "done-first": "VARCHAR(8)"}
 
 
-def claim_error(exc) -> ClaimError:
-    """A psycopg error as a ClaimError: the SQLSTATE's class, the text in psql's form."""
-    sqlstate = getattr(exc, "sqlstate", None)
-    diag = getattr(exc, "diag", None)
-    message = (diag.message_primary if diag is not None else None) or " ".join(str(exc).split())
-    kind = pg_errors.class_of(sqlstate) if sqlstate else "connection-lost"
-    return ClaimError(kind, f"ERROR:  {message}" + (f" (SQLSTATE {sqlstate})" if sqlstate else ""))
+def claim_error(error) -> ClaimError:
+    """A statement's PgError as a ClaimError: the SQLSTATE's class, the text in psql's form (a
+    connection libpq lost has no SQLSTATE of the server's)."""
+    if error.code == pg_errors.CONNECTION_FAILURE:
+        return ClaimError("connection-lost", f"ERROR:  {error.message}")
+    return ClaimError(pg_errors.class_of(error.code), f"ERROR:  {error.message} (SQLSTATE {error.code})")
 
 
 class PgWorker(WorkerConnection):
     def __init__(self, conn):
         self.conn = conn
-        self.session_id = int(conn.info.backend_pid)
+        self.session_id = conn.pgconn.backend_pid
 
     def _run(self, sql: str) -> tuple[list[tuple], int]:
-        import psycopg
+        """Every row (as text) and the count of rows the statement touched; its error a ClaimError."""
+        import time
+
+        from .libpq import LibpqError
+        from .session import collect
 
         try:
-            cursor = self.conn.execute(sql)
-            return (cursor.fetchall() if cursor.description else []), cursor.rowcount
-        except psycopg.Error as exc:
-            raise claim_error(exc) from None
+            self.conn.pgconn.send_query(sql.encode("utf-8"))
+        except LibpqError as exc:
+            raise ClaimError("connection-lost", f"ERROR:  {exc}") from None
+        result = collect(self.conn.pgconn, time.perf_counter(), whole=True)
+        if result.error is not None:
+            raise claim_error(result.error)
+        return list(result.rows), (len(result.rows) if result.columns else result.affected or 0)
 
     def claim_update(self, worker: int, batch: int) -> list[int]:
         return self.ids(

@@ -66,26 +66,25 @@ class PgParams:
         self, database: str | None | EllipsisType = ..., answer_timeout: float = ANSWER_TIMEOUT_S,
         application: str = APPLICATION, catalog_names_only: bool = False,
     ):
-        """An open psycopg connection, autocommit on (every BEGIN is explicit). The tool's own
-        statements on it wait at most `answer_timeout` seconds for the server (control.py).
-        `catalog_names_only`: an empty search_path from the start (scratch.py says why), and
-        row_security off, so a policy of the scenario's is an error there, never run (pg_dump's)."""
-        import psycopg
-
-        from .bounded import BoundedConnection
+        """An open connection (libpq.Connection; libpq is always in autocommit: every BEGIN is
+        explicit). The tool's own statements on it wait at most `answer_timeout` seconds for the
+        server (control.py). `catalog_names_only`: an empty search_path from the start (scratch.py
+        says why), and row_security off, so a policy of the scenario's is an error there, never
+        run (pg_dump's)."""
+        from .libpq import Connection, LibpqError, PGconn, conninfo
 
         if catalog_names_only and database is ...:
             spare = _SPARE.pop(self, None)
             if spare is not None and _reusable(spare):
                 return _as(spare, application, answer_timeout)
-        options = {"options": "-c search_path= -c row_security=off"} if catalog_names_only else {}
+        options = self.conninfo(database, application, answer_timeout)
+        if catalog_names_only:
+            options["options"] = "-c search_path= -c row_security=off"
         try:
-            conn = BoundedConnection.connect(autocommit=True, **self.conninfo(database, application, answer_timeout), **options)
-            conn.answer_timeout = answer_timeout
-            return conn
-        except psycopg.Error as exc:
+            return Connection(PGconn.connect(conninfo(options), float(options["connect_timeout"])), answer_timeout)
+        except LibpqError as exc:
             target = self if database is ... else replace(self, database=database)
-            raise ServerError(f"cannot connect to {target.display()}: {_one_line(exc)}") from exc
+            raise ServerError(f"cannot connect to {target.display()}: {_one_line(exc)}") from None
 
 
 # The DSN's connection the server's description opened, for the next to ask for the same (the
@@ -112,10 +111,10 @@ def _reusable(conn) -> bool:
     has sent it a last message."""
     import select
 
-    import psycopg
+    from .libpq import TRANS_IDLE
 
     pgconn = conn.pgconn
-    if conn.closed or getattr(conn, "dropped", None) or pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+    if conn.closed or conn.dropped or pgconn.transaction_status != TRANS_IDLE:
         return False
     return not select.select([pgconn.socket], [], [], 0)[0]
 

@@ -3,8 +3,7 @@
 libpq's asynchronous calls do what mysqlclient's send_query / read_query_result do for
 MySQL: `send_query` (the simple query protocol, so one step may hold several statements),
 then select() on the socket, then `consume_input` / `get_result` until the statement's
-results are all in. psycopg's Connection only opens the connection; its `pgconn` is driven
-here directly, and values stay in the server's text form.
+results are all in (libpq.py calls libpq itself); values stay in the server's text form.
 """
 
 from __future__ import annotations
@@ -34,15 +33,15 @@ NUMERIC_OIDS = frozenset({21, 23, 20, 26, 700, 701, 1700, 790})
 
 def _error(pgconn, result=None) -> PgError:
     """The error of a failed result, or of a connection gone under libpq (no SQLSTATE: 08006)."""
-    from psycopg.pq import DiagnosticField
+    from . import libpq
 
     text = (result.error_message if result is not None else pgconn.error_message) or b"connection lost"
-    if result is not None and result.error_field(DiagnosticField.SQLSTATE):
+    if result is not None and result.error_field(libpq.SQLSTATE):
         def field(which) -> str:
             return (result.error_field(which) or b"").decode("utf-8", "replace")
 
-        return PgError(0, field(DiagnosticField.SQLSTATE), cut_text(field(DiagnosticField.MESSAGE_PRIMARY)),
-                       field(DiagnosticField.SEVERITY_NONLOCALIZED) or "ERROR", cut_text(text.decode("utf-8", "replace")))
+        return PgError(0, field(libpq.SQLSTATE), cut_text(field(libpq.MESSAGE_PRIMARY)),
+                       field(libpq.SEVERITY_NONLOCALIZED) or "ERROR", cut_text(text.decode("utf-8", "replace")))
     # libpq's own text: the server's last word (a FATAL from pg_terminate_backend) first, then
     # its account of the closed socket; the first line is what psql shows first too.
     first = cut_text(text.decode("utf-8", "replace").strip().splitlines()[0])
@@ -72,17 +71,17 @@ class _Outcome:
         return bool(self.done) and self.done[-1].error is not None
 
     def add(self, result) -> None:
-        from psycopg.pq import ExecStatus
+        from . import libpq
 
         if self.failed:
             return
         status = result.status
-        if status == ExecStatus.SINGLE_TUPLE:
+        if status == libpq.SINGLE_TUPLE:
             self._keep(result)
-        elif status == ExecStatus.TUPLES_OK:
+        elif status == libpq.TUPLES_OK:
             self._keep(result)
             self._finish(self._rows(result), result)
-        elif status in (ExecStatus.COMMAND_OK, ExecStatus.EMPTY_QUERY):
+        elif status in (libpq.COMMAND_OK, libpq.EMPTY_QUERY):
             # PostgreSQL counts the rows an UPDATE matched, changed or not: affected and matched are one.
             count = int(result.command_tuples) if result.command_tuples else None
             self._finish(Result(affected=count if count is not None else 0, matched=count), result)
@@ -149,7 +148,7 @@ class RowTooBig(Exception):
 def results(pgconn, timeout: float):
     """Each result of the statement sent, as it completes; FetchTimeout when the answer is not
     complete within `timeout` (or the grace after Ctrl-C), RowTooBig when reading it grew the
-    process by more than MAX_ANSWER_GROWTH. A connection gone raises psycopg.OperationalError."""
+    process by more than MAX_ANSWER_GROWTH. A connection gone raises libpq.LibpqError."""
     deadline = time.monotonic() + timeout
     # libpq holds a row whole before it hands it over and reads all the socket has, and says
     # neither how big the row is nor how much it read: what it read is what the process grows
@@ -201,13 +200,13 @@ def _copy_ended(pgconn, result, deadline: float, timeout: float) -> bool:
     """Whether `result` opened a COPY, now ended: libpq would wait for ever for the data of a
     COPY FROM STDIN, and a COPY TO STDOUT's rows are not a result set. The COPY's own result
     (its row count, or the error refusing the data) follows."""
-    from psycopg.pq import ExecStatus
+    from . import libpq
 
-    if result.status == ExecStatus.COPY_IN:
+    if result.status == libpq.COPY_IN:
         pgconn.put_copy_end(b"jobqueue-demo sends no data to COPY FROM STDIN")
         pgconn.flush()
         return True
-    if result.status != ExecStatus.COPY_OUT:
+    if result.status != libpq.COPY_OUT:
         return False
     while True:  # the rows are read and dropped
         size, _ = pgconn.get_copy_data(1)
@@ -225,13 +224,13 @@ def collect(pgconn, started: float, timeout: float = float("inf"), notices: Noti
 
     A statement that sends no complete answer within `timeout` raises FetchTimeout.
     """
-    import psycopg
+    from .libpq import LibpqError
 
     outcome = _Outcome(pgconn, started, notices, whole)
     try:
         for result in results(pgconn, timeout):
             outcome.add(result)
-    except psycopg.OperationalError:  # the connection is gone
+    except LibpqError:  # the connection is gone
         return Result(error=_error(pgconn), elapsed_ms=outcome.elapsed_ms())
     except RowTooBig as e:
         # libpq cannot skip the rest of a row: only closing the connection frees what it holds.
@@ -249,13 +248,13 @@ def shut(pgconn) -> None:
 def answer(conn, sql: str) -> Result:
     """One statement's answer on a connection of the tool's own (an invariant), errors included;
     a server that does not answer within the connection's `answer_timeout` is a ServerError."""
-    import psycopg
+    from .libpq import LibpqError
 
     pgconn = conn.pgconn
     started = time.perf_counter()
     try:
         pgconn.send_query(sql.encode("utf-8"))
-    except psycopg.OperationalError as exc:
+    except LibpqError as exc:
         raise ServerError(f"lost the control connection: {_error(pgconn).message}") from exc
     timeout = conn.answer_timeout
     try:
@@ -273,7 +272,7 @@ def answer_each(conns, sqls) -> list[Result | None]:
     """Each connection's answer to its statement, all sent before any answer is read, so
     the server works on them at once; None where the connection is lost or the server does
     not answer within its `answer_timeout`."""
-    import psycopg
+    from .libpq import LibpqError
 
     started = time.perf_counter()
     sent = []
@@ -281,7 +280,7 @@ def answer_each(conns, sqls) -> list[Result | None]:
         try:
             conn.pgconn.send_query(sql.encode("utf-8"))
             sent.append(conn)
-        except psycopg.OperationalError:
+        except LibpqError:
             sent.append(None)
     return [_answered(conn, started) if conn is not None else None for conn in sent]
 
@@ -304,7 +303,7 @@ def run_script(conn, sql: str) -> str | None:
 
 @dataclass
 class PgSession(Session):
-    """A named session on a psycopg connection whose libpq connection is driven directly.
+    """A named session on a libpq connection driven asynchronously.
     `notices`: what the server said besides the results since the last statement's answer."""
 
     notices: Notices = field(default_factory=lambda: Notices(notice_text))
@@ -331,7 +330,7 @@ class PgSession(Session):
             self.too_big = f"{ANSWER_TOO_BIG_TO_READ}: the connection was dropped"
 
     def send(self, sql: str) -> Result | None:
-        import psycopg
+        from .libpq import LibpqError
 
         assert self.pending_sql is None, f"session {self.name} already has a statement in flight"
         pgconn = self.conn.pgconn
@@ -344,7 +343,7 @@ class PgSession(Session):
             pgconn.send_query(sql.encode("utf-8"))
             if not self.whole:  # a result of any size then takes bounded memory (collect())
                 pgconn.set_single_row_mode()
-        except psycopg.OperationalError:  # the connection is gone
+        except LibpqError:  # the connection is gone
             self.closed = True
             return Result(error=_error(pgconn))
         self.pending_sql = sql
