@@ -4,8 +4,9 @@ The order of everything a spec's output shows is isolationtester's (src/test/iso
 isolationtester.c, PostgreSQL 14 and later), kept here step for step so that
 render/isolationtester.py prints what it prints: each permutation runs the setup blocks on a
 connection of its own, then each session's setup, then its steps; a step is sent and waited
-for until it answers or is seen blocked (pg_isolation_test_session_is_blocked, asked every
-10 ms), then every step still waiting is looked at again, in the order they began waiting; a
+for until it answers or is seen blocked (pg_isolation_test_session_is_blocked, which
+isolationtester asks every 10 ms; we ask sooner where the answer cannot differ, _look), then
+every step still waiting is looked at again, in the order they began waiting; a
 step of a session whose earlier step still runs waits for that one first; at the end every
 waiting step is waited for, then the sessions' teardowns and the teardown run. Blocker
 annotations change only when a step is reported: `(*)` reports it waiting at once, `(s2a)`
@@ -101,6 +102,9 @@ class SpecRun:
         self.any_new_notice = False
         self.substitute: dict[str, tuple[str, str]] = {}  # step name -> (name shown, SQL sent) of a fault
         self.ended: set[str] = set()  # sessions a fault or a stuck permutation ended; reconnected after it if closed
+        # A retry's look decides early (_look) unless a timeout of the spec's own (deadlock_timeout,
+        # lock_timeout, statement_timeout, ...) could end a wait between our look and isolationtester's.
+        self.early_retry = "timeout" not in spec_sql(self.spec).lower()
 
     def now(self) -> float:
         return (time.perf_counter() - self.started) * 1000.0
@@ -268,15 +272,15 @@ class SpecRun:
         pgconn = session.conn.pgconn
         started = time.perf_counter()
         canceled = False
-        look = LOOK_EVERY_S if flags & RETRY else FIRST_LOOK_S
+        look = FIRST_LOOK_S if flags & RETRY == 0 or self.early_retry else LOOK_EVERY_S
         try:
             while pgconn.is_busy():
                 yield from self._notices(session)
                 if select.select([session], [], [], look)[0]:
                     session.take_input()
                     continue
-                look = LOOK_EVERY_S
-                if flags & NONBLOCK and self._blocked(session):
+                blocked, look = self._look(session, flags, started)
+                if blocked:
                     session.take_input()
                     if not pgconn.is_busy():
                         break
@@ -364,9 +368,43 @@ class SpecRun:
         name, sql = self._shown(pstep)
         return ev.Waiting(self.index[pstep.name], session.name, sql, name, self.now(), kind, ())
 
+    def _look(self, session, flags: int, started: float) -> tuple[bool, float]:
+        """Whether a step in flight is seen waiting for a lock (only with NONBLOCK), and how long
+        until the next look. isolationtester decides LOOK_EVERY_S into a look at a waiting step;
+        our retry decides at its first look, sooner, only where nothing can change before
+        isolationtester's: every other statement in flight waits for a lock too, so none can
+        free this one's (a running one could). Else it waits for isolationtester's moment."""
+        if not flags & NONBLOCK:
+            return False, LOOK_EVERY_S
+        waited = time.perf_counter() - started
+        if flags & RETRY and waited < LOOK_EVERY_S:
+            if self._all_blocked(session):
+                return True, LOOK_EVERY_S
+            return False, LOOK_EVERY_S - waited
+        return self._blocked(session), LOOK_EVERY_S
+
+    def _all_blocked(self, session) -> bool:
+        """Whether the session and every other one whose statement still runs wait for a lock:
+        one question for them all."""
+        running = [session.thread_id]
+        for name in self.active:
+            other = self.conns.sessions[name]
+            if other is not session and not other.closed:
+                other.take_input()
+                if other.conn.pgconn.is_busy():
+                    running.append(other.thread_id)
+        return self._ask(running)
+
     def _blocked(self, session) -> bool:
+        return self._ask([session.thread_id])
+
+    def _ask(self, pids_asked: list[int]) -> bool:
+        """isolationtester's question, pg_isolation_test_session_is_blocked, of each backend:
+        true when every one waits for another session (or a safe snapshot)."""
         pids = ",".join(str(s.thread_id) for s in self.conns.sessions.values())
-        sql = f"SELECT pg_catalog.pg_isolation_test_session_is_blocked({int(session.thread_id)}, '{{{pids}}}')"
+        asked = ",".join(str(int(p)) for p in pids_asked)
+        sql = (f"SELECT pg_catalog.bool_and(pg_catalog.pg_isolation_test_session_is_blocked(p, '{{{pids}}}')) "
+               f"FROM pg_catalog.unnest('{{{asked}}}'::pg_catalog.int4[]) p")
         answer = self.server.seam.answer(self.conns.control, sql)
         if answer.error or not answer.rows:
             raise ServerError(f"lock wait query failed: {answer.error}")
@@ -419,6 +457,14 @@ class SpecRun:
         if result.error and fatal:
             where = f"setup of session {name}" if name else "setup"
             raise SpecSetupFailed(self.scenario.path, f"{where} failed: {result.error}")
+
+
+def spec_sql(spec) -> str:
+    """Every block and step of the spec, one text."""
+    blocks = [*spec.setups, spec.teardown or ""]
+    for session in spec.sessions:
+        blocks += [session.setup or "", session.teardown or "", *(step.sql for step in session.steps)]
+    return "\n".join(blocks)
 
 
 def libpq_notice(diagnostic) -> str:

@@ -5,11 +5,11 @@ Nothing here connects to a server: a scenario is fully checked before any connec
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import stat
-
-import yaml
+import sys
 
 from ..engine.seam import DEFAULT_ENGINE, ENGINE_NAMES, seam_of
 from ..errors import ScenarioError
@@ -34,9 +34,29 @@ from .fault_kinds import STEP_FAULTS
 from .nearest import nearest
 from .sql_guard import refusal
 
-# libyaml's parser, when PyYAML was built with it, reads a lesson several times faster;
-# both give the same nodes and marks.
-SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _imported_on_first_use(name: str):
+    """The module, executed only when an attribute of it is first read (importlib's LazyLoader):
+    PyYAML costs 15-20 ms of a start, and a .spec file (an isolation spec) never needs it."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+yaml = _imported_on_first_use("yaml")
+
+
+def safe_loader():
+    """libyaml's parser, when PyYAML was built with it, reads a lesson several times faster;
+    both give the same nodes and marks."""
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 24
 SESSION_NAME_MAX = 32
@@ -112,7 +132,7 @@ def compose(path: str, text: str) -> yaml.Node:
     """
     depth = 0
     try:
-        for event in yaml.parse(text, Loader=SafeLoader):
+        for event in yaml.parse(text, Loader=safe_loader()):
             if isinstance(event, yaml.AliasEvent):
                 _fail_at(path, event.start_mark, "YAML aliases (*name) are not allowed in scenarios")
             if isinstance(event, yaml.ScalarEvent) and (found := CONTROL.search(event.value)):
@@ -124,7 +144,7 @@ def compose(path: str, text: str) -> yaml.Node:
                     _fail_at(path, event.start_mark, f"nested deeper than {MAX_DEPTH} levels")
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
-        loader = SafeLoader(text)
+        loader = safe_loader()(text)
         try:
             return loader.get_single_node()
         finally:
