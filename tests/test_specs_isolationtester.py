@@ -245,6 +245,17 @@ permutation s1a s2b s1b s2a s2c s1c
     # ends there, `setup failed:` in libpq's words on standard error (PostgreSQL's specs meet
     # this only when a server lacks what they need, e.g. prepared transactions).
     "setup-fails": SETUP_FAILS,
+    # Notices from every kind of block: a setup's and the teardown's (isolationtester drops
+    # them: its own connection prints nothing), a session's setup and steps (printed after the
+    # session's name).
+    "block-notices": """
+setup { DROP TABLE IF EXISTS shape_n; CREATE TABLE shape_n (id int); }
+teardown { DROP TABLE shape_n; DROP TABLE IF EXISTS shape_gone; }
+session s1
+setup { DROP TABLE IF EXISTS shape_never; }
+step s1a { DO $$ BEGIN RAISE NOTICE 'from a step'; END $$; }
+teardown { DROP TABLE IF EXISTS shape_never_either; }
+""",
     # A session's setup that fails, after another session's setup printed its rows.
     "session-setup-fails": """
 setup { CREATE TABLE shape_ok (id int); }

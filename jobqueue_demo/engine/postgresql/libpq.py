@@ -44,6 +44,8 @@ class _Notify(ctypes.Structure):
 
 NOTICE_RECEIVER = ctypes.CFUNCTYPE(None, c_void_p, c_void_p)
 
+_DISCARD = NOTICE_RECEIVER(lambda _arg, _result: None)
+
 _SIGNATURES = {
     # name: (result type, argument types)
     "PQconnectStart": (c_void_p, [c_char_p]),
@@ -222,6 +224,10 @@ class PGconn:
         except BaseException:
             conn.finish()
             raise
+        # libpq's own receiver prints every notice on standard error: a connection of the tool's
+        # says nothing unless a session asks for its notices (on_notice).
+        conn._receiver = _DISCARD
+        pq.PQsetNoticeReceiver(conn._ptr, _DISCARD, None)
         return conn
 
     def __del__(self):
