@@ -15,6 +15,7 @@ connection it is set on, as ctypes requires.
 from __future__ import annotations
 
 import ctypes
+import os
 import select
 import time
 from ctypes import POINTER, c_char_p, c_int, c_void_p
@@ -197,6 +198,7 @@ class PGconn:
     def __init__(self, ptr: int):
         self._ptr = ptr
         self._receiver = None  # the notice callback object, kept alive with the connection
+        self._pid = os.getpid()
 
     @classmethod
     def connect(cls, info: bytes, timeout: float) -> PGconn:
@@ -231,7 +233,10 @@ class PGconn:
         return conn
 
     def __del__(self):
-        self.finish()
+        # A forked child collecting its parent's connection must not end it: PQfinish would
+        # send the server the parent's Terminate message.
+        if self._pid == os.getpid():
+            self.finish()
 
     def finish(self) -> None:
         if self._ptr and _lib is not None:
