@@ -10,10 +10,12 @@ it, `+ fresh db`). Each spec's output must equal its expected file (`NAME.out` b
 without one is checked against isolationtester's output of the same round.
 
 The corpus is a directory given on the command line: PostgreSQL's own specs stay outside the
-project. With none, the project's own specs (scenarios/specs/*.spec, bench/specs/*.spec).
+project. With none, the project's own specs (scenarios/specs/*.spec, each with its NAME.out).
 
-Per spec: the medians of each tool, their ratio; then the whole corpus: the sums, their ratio,
-and where the difference goes (our fixed cost, from a one-permutation spec, times the specs).
+Per spec: the medians of each tool, their ratio; then the whole corpus: the sums, their ratio.
+Beside them, `jobqueue-demo verify` given every spec at once (one process, one scratch database
+and role for them all, as pg_isolation_regress runs every spec in one database): its time for
+the corpus against the sum of isolationtester's, and its verdict on the expected outputs.
 
 Usage: python bench/bench_spec_corpus.py [DIR] [--rounds 3] [--dsn postgresql://root@127.0.0.1:5432/test]
        [--isolationtester PATH] [--quick]
@@ -36,10 +38,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_spec_vs_isolationtester import Isolationtester, find_isolationtester  # noqa: E402
 
-OWN = sorted((ROOT / "scenarios" / "specs").glob("*.spec")) + sorted((ROOT / "bench" / "specs").glob("*.spec"))
-# Specs of ours that isolationtester cannot run as they are: `two-engines` holds MariaDB bodies
-# beside PostgreSQL's (a comment to isolationtester, but its output names the variant).
-NOT_FOR_ISOLATIONTESTER = {"two-engines.spec"}
+# The project's own specs, each with the expected output isolationtester made (scenarios/specs/*.out).
+OWN = sorted((ROOT / "scenarios" / "specs").glob("*.spec"))
 
 
 def timed(command: list[str], stdin: Path | None, env: dict) -> tuple[float, str, int]:
@@ -76,6 +76,14 @@ def theirs_fresh(tester: Isolationtester, spec: Path) -> float:
     return time.perf_counter() - started
 
 
+def verify_all(specs: list[Path], dsn: str) -> tuple[float, int, str]:
+    """`jobqueue-demo verify` of every spec in one process: seconds, exit code, output."""
+    command = [sys.executable, "-m", "jobqueue_demo", "verify", *map(str, specs), "--dsn", dsn]
+    environment = {k: v for k, v in os.environ.items() if k != "PGAPPNAME"}  # verify names each spec's own
+    elapsed, out, code = timed(command, None, environment)
+    return elapsed, code, out
+
+
 def expected_of(spec: Path) -> str | None:
     out = spec.with_suffix(".out")
     return out.read_text() if out.exists() else None
@@ -84,7 +92,13 @@ def expected_of(spec: Path) -> str | None:
 def measure(specs: list[Path], tester: Isolationtester, dsn: str, rounds: int, fresh: bool) -> dict:
     times: dict[str, dict[str, list[float]]] = {s.name: {"it": [], "ours": [], "fresh": []} for s in specs}
     wrong: list[str] = []
+    verified: list[float] = []
+    checked = all(s.with_suffix(".out").exists() for s in specs)
     for _ in range(rounds):
+        took, code, out = verify_all(specs, dsn)
+        verified.append(took)
+        if code != 0 and checked:
+            wrong.append("verify of the corpus: " + " | ".join(line for line in out.splitlines() if "differs" in line)[:400])
         for spec in specs:
             it_s, it_out = theirs(tester, spec)
             our_s, our_out = ours(spec, dsn)
@@ -96,7 +110,7 @@ def measure(specs: list[Path], tester: Isolationtester, dsn: str, rounds: int, f
             times[spec.name]["ours"].append(our_s)
             if fresh:
                 times[spec.name]["fresh"].append(theirs_fresh(tester, spec))
-    return {"times": times, "wrong": wrong}
+    return {"times": times, "wrong": wrong, "verify": statistics.median(verified), "checked": checked}
 
 
 def report(specs: list[Path], figures: dict, rounds: int) -> None:
@@ -118,6 +132,11 @@ def report(specs: list[Path], figures: dict, rounds: int) -> None:
     print(f"ratio jobqueue-demo / isolationtester, the corpus: {sums['ours'] / sums['it']:.2f} "
           f"(goal <= 1: {'met' if met else 'NOT met'})"
           + (f"; {sums['ours'] / sums['fresh']:.2f} of isolationtester with a fresh db" if sums["fresh"] == sums["fresh"] and sums["fresh"] else ""))
+    verify = figures["verify"]
+    print(f"jobqueue-demo verify, every spec in one process: {verify:.3f} s"
+          + (" (each output equal to its expected file)" if figures["checked"] and not figures["wrong"] else ""))
+    print(f"ratio jobqueue-demo verify / isolationtester, the corpus: {verify / sums['it']:.2f} "
+          f"(goal <= 1: {'met' if verify <= sums['it'] else 'NOT met'})")
     for line in figures["wrong"]:
         print(f"OUTPUT DIFFERS: {line}")
 
@@ -132,7 +151,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.isolationtester:
         raise SystemExit("no isolationtester (Debian's postgresql-15 ships it in pgxs)")
-    specs = sorted(args.corpus.glob("*.spec")) if args.corpus else [s for s in OWN if s.name not in NOT_FOR_ISOLATIONTESTER]
+    specs = sorted(args.corpus.glob("*.spec")) if args.corpus else OWN
     if not specs:
         raise SystemExit(f"no .spec file in {args.corpus}")
     rounds = 1 if args.quick else args.rounds

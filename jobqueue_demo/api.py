@@ -163,7 +163,7 @@ def check_engine(scenarios, dsn: str | None, engine: str | None) -> None:
 
 def run(
     scenario: Scenario, server, step_timeout: float, on_event: Callable | None = None, show_locks: bool = False,
-    settings: tuple[str, ...] = (),
+    settings: tuple[str, ...] = (), scratch=None, application: str | None = None,
 ) -> RunReport:
     from .run.driver import Run, RunOptions
     from .run.verify import check
@@ -174,7 +174,8 @@ def run(
     # Closed here, not when garbage collected: an exception from on_event (a viewer quitting,
     # Ctrl-C) must roll back and drop the scratch database while the server is still up.
     try:
-        options = RunOptions(step_timeout=step_timeout, show_locks=show_locks, session_settings=settings)
+        options = RunOptions(step_timeout=step_timeout, show_locks=show_locks, session_settings=settings, scratch=scratch,
+                             application=application)
         runner = Run
         if scenario.spec is not None:  # an isolation spec: every permutation, as isolationtester runs them
             from .run.spec_run import SpecRun as runner
@@ -191,6 +192,77 @@ def run(
     if scenario.spec is not None:  # a spec expects nothing of a step: its errors are its output
         return RunReport(events, [], checked, ran_on)
     return RunReport(events, check(scenario, events), checked, ran_on)
+
+
+@contextmanager
+def shared_scratch(server, step_timeout: float):
+    """One scratch database and per-run user for several isolation specs run in turn (`run`'s
+    `scratch`), as pg_isolation_regress runs PostgreSQL's own in one database: made once, emptied
+    after each spec, dropped at the end. A database per spec cost 30-190 ms of CREATE DATABASE each."""
+    from .run.connections import new_scratch
+
+    scratch = new_scratch(server, step_timeout)
+    scratch.open()
+    try:
+        yield scratch
+    except BaseException:
+        scratch.close(quiet=True)
+        raise
+    scratch.close()
+
+
+@dataclass
+class SpecOutput:
+    """An isolation spec's output (`run --format isolationtester`'s) against its expected files."""
+
+    expected: list[str]  # the files it was compared with
+    matched: str | None  # the one it equals, None when it equals none
+    diff: str  # against the first expected file, when it equals none
+
+
+def output_checked(scenario: Scenario, server) -> bool:
+    """Whether verify compares the scenario's output with expected files: an isolation spec
+    that has some (scenario/spec.py expected_outputs), run on PostgreSQL, whose output it is."""
+    from .scenario.spec import expected_outputs
+
+    return scenario.spec is not None and for_server(scenario, server).spec.isolationtester and bool(expected_outputs(scenario.path))
+
+
+def check_spec_output(scenario: Scenario, server, step_timeout: float, scratch=None) -> SpecOutput:
+    """The spec run as `run FILE.spec --format isolationtester` runs it, its standard output and
+    error in one text (as pg_isolation_regress keeps isolationtester's), compared with each of
+    its expected files in turn."""
+    import difflib
+    import io
+
+    from .render.isolationtester import IsolationtesterView
+    from .scenario.spec import expected_outputs
+
+    expected = expected_outputs(scenario.path)
+    text = io.StringIO()
+    view = IsolationtesterView(text, text, for_server(scenario, server))
+    # Its sessions named as pg_isolation_regress names them (PGAPPNAME=isolation/NAME), for
+    # the specs that look themselves up; $PGAPPNAME when set.
+    application = os.environ.get("PGAPPNAME") or f"isolation/{os.path.splitext(os.path.basename(scenario.path))[0]}"
+    try:
+        run(scenario, server, step_timeout, view.write, scratch=scratch, application=application)
+    except IsolationtesterEnd as end:  # as isolationtester ends: its words are part of its output
+        text.write(end.words)
+    got = text.getvalue()
+    wanted = {path: _read_expected(path) for path in expected}
+    matched = next((path for path in expected if wanted[path] == got), None)
+    diff = "" if matched else "".join(difflib.unified_diff(
+        wanted[expected[0]].splitlines(keepends=True), got.splitlines(keepends=True),
+        fromfile=expected[0], tofile="jobqueue-demo"))
+    return SpecOutput(expected, matched, diff)
+
+
+def _read_expected(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScenarioError(path, f"cannot read the expected output: {e}") from None
 
 
 def serve_options(host: str, port: int | None, predict: bool, pace: float | None):

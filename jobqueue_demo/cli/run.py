@@ -8,14 +8,15 @@ first (about 0.6 ms of the seed run's start-up)."""
 import sys
 from contextlib import contextmanager
 from enum import Enum
-from typing import Annotated, List, Optional
+from typing import List, Optional
 
 import typer
 
 from ..errors import EXIT_MISMATCH, stop_of
 from .matrix import MATRIX_HELP, lesson_matrix_command
 from .shared import (
-    MAX_SECONDS, STEP_TIMEOUT_HELP, Cluster, Dsns, ShowLocks, app, finite, heading, pace_option, say, say_notes, server_for,
+    ISOLATIONTESTER_WAIT_S, ISOLATIONTESTER_WAIT_VAR, Cluster, Dsns, ShowLocks, app, heading, pace_option, say, say_notes,
+    server_for, step_timeout_option, step_timeout_or,
 )
 
 
@@ -24,18 +25,11 @@ class Layout(str, Enum):
     columns = "columns"
 
 
-# isolationtester's max_step_wait, and the variable that sets it (in seconds).
-ISOLATIONTESTER_WAIT_S = 300.0
-ISOLATIONTESTER_WAIT_VAR = "PGISOLATIONTIMEOUT"
-RunStepTimeout = Annotated[
-    Optional[float],
-    typer.Option(
-        "--step-timeout", min=0.1, max=MAX_SECONDS, callback=finite, show_default=False,
-        help=STEP_TIMEOUT_HELP + " Default 10; with --format isolationtester, isolationtester's: "
-        f"${ISOLATIONTESTER_WAIT_VAR}, else {ISOLATIONTESTER_WAIT_S:g} (a spec's step still running then "
-        "is cancelled; the run ends after twice it).",
-    ),
-]
+RunStepTimeout = step_timeout_option(
+    "Default 10; with --format isolationtester, isolationtester's: "
+    f"${ISOLATIONTESTER_WAIT_VAR}, else {ISOLATIONTESTER_WAIT_S:g} (a spec's step still running then "
+    "is cancelled; the run ends after twice it)."
+)
 
 
 class RunFormat(str, Enum):
@@ -137,19 +131,8 @@ def run(
 
 
 def _step_timeout(given: float | None, fmt: "RunFormat") -> float:
-    """--step-timeout as given, else the tool's 10 s; for isolationtester's output its own wait,
-    so that a slow step of a spec is waited for (and cancelled) as isolationtester does."""
-    import os
-
-    if given is not None:
-        return given
-    if fmt is not RunFormat.isolationtester:
-        return 10.0
-    # Whole seconds, as isolationtester reads them; a value that is no number is left aside.
-    value = os.environ.get(ISOLATIONTESTER_WAIT_VAR, "").strip()
-    if not value.isdigit():
-        return ISOLATIONTESTER_WAIT_S
-    return min(max(float(value), 0.1), MAX_SECONDS)
+    """--step-timeout as given, else the tool's 10 s; for isolationtester's output its own wait."""
+    return step_timeout_or(given, isolationtester=fmt is RunFormat.isolationtester)
 
 
 def _matrix_alone(other_options: bool) -> None:

@@ -130,6 +130,35 @@ STEP_TIMEOUT_HELP = (
     "that stops answering is waited for (exit 3)."
 )
 MAX_SECONDS = 3600.0
+# isolationtester's max_step_wait, and the variable that sets it (in seconds).
+ISOLATIONTESTER_WAIT_S = 300.0
+ISOLATIONTESTER_WAIT_VAR = "PGISOLATIONTIMEOUT"
+
+
+def step_timeout_option(default_said: str):
+    """--step-timeout where its default depends on what is run (None when not given)."""
+    return Annotated[
+        Optional[float],
+        typer.Option("--step-timeout", min=0.1, max=MAX_SECONDS, callback=finite, show_default=False,
+                     help=f"{STEP_TIMEOUT_HELP} {default_said}"),
+    ]
+
+
+def step_timeout_or(given: float | None, isolationtester: bool) -> float:
+    """--step-timeout as given, else the tool's 10 s; for an isolation spec's output (printed or
+    checked) isolationtester's own wait, so that a slow step of a spec is waited for (and
+    cancelled) as isolationtester does."""
+    import os
+
+    if given is not None:
+        return given
+    if not isolationtester:
+        return 10.0
+    # Whole seconds, as isolationtester reads them; a value that is no number is left aside.
+    value = os.environ.get(ISOLATIONTESTER_WAIT_VAR, "").strip()
+    if not value.isdigit():
+        return ISOLATIONTESTER_WAIT_S
+    return min(max(float(value), 0.1), MAX_SECONDS)
 
 
 def finite(value: float | None) -> float | None:

@@ -11,7 +11,10 @@ import typer
 
 from ..errors import EXIT_MISMATCH
 from .matrix import MATRIX_HELP, lesson_matrix_command
-from .shared import Cluster, Dsn, Dsns, ShowLocks, StepTimeout, app, fitted, say, server_for
+from .shared import (
+    ISOLATIONTESTER_WAIT_S, ISOLATIONTESTER_WAIT_VAR, Cluster, Dsn, Dsns, ShowLocks, StepTimeout, app, fitted, say, server_for,
+    step_timeout_option, step_timeout_or,
+)
 
 
 class PageFormat(str, Enum):
@@ -112,18 +115,27 @@ def _page_format(output: str, asked: Optional[PageFormat]) -> PageFormat:
     return PageFormat(named)
 
 
+VerifyStepTimeout = step_timeout_option(
+    "Default 10; for an isolation spec checked against its expected output, isolationtester's: "
+    f"${ISOLATIONTESTER_WAIT_VAR}, else {ISOLATIONTESTER_WAIT_S:g}."
+)
+
+
 @app.command()
 def verify(
-    scenarios: List[str] = typer.Argument(..., help="Scenario files or lesson names."),
+    scenarios: List[str] = typer.Argument(..., help="Scenario files, lesson names or isolation specs."),
     dsn: Dsns = None,
-    step_timeout: StepTimeout = 10.0,
+    step_timeout: VerifyStepTimeout = None,
     matrix: List[str] = typer.Option([], "--matrix", metavar="NAME=V1,V2", help=MATRIX_HELP, show_default=False),
     cluster: Cluster = None,
 ) -> None:
     """Run scenarios and check every step against its expectation.
 
     Prints each difference (step, session, expected, got) and exits 1 if any; prints
-    "Verified against <server> <version>" when all hold.
+    "Verified against <server> <version>" when all hold. An isolation spec with an expected
+    output (NAME.out beside NAME.spec, or in ../expected/ as PostgreSQL keeps them) is checked
+    against it on PostgreSQL, as pg_isolation_regress checks isolationtester's: a difference is
+    shown as a diff. Several such specs run in turn in one scratch database.
 
     \b
     Example:
@@ -131,12 +143,13 @@ def verify(
       jobqueue-demo verify skip-locked --matrix innodb_snapshot_isolation=ON,OFF
       jobqueue-demo verify cluster-skip-locked
       jobqueue-demo verify skip-locked --cluster 3
+      jobqueue-demo --engine postgresql verify skip-locked.spec deadlock.spec
     """
     from .. import api
 
     loaded = [api.load(s) for s in scenarios]
     if matrix:
-        lesson_matrix_command(loaded, dsn, matrix, step_timeout, checking=True)
+        lesson_matrix_command(loaded, dsn, matrix, step_timeout_or(step_timeout, False), checking=True)
         return
     if len(loaded) > 1:
         loaded = _written_for_engine(loaded, api.split_dsns(dsn)[0])
@@ -159,28 +172,66 @@ def verify(
         raise typer.Exit(EXIT_MISMATCH)
 
 
-def _verify_on(items: list, server, step_timeout: float) -> int:
-    """How many of `items` differ from their expectations, each told as it is run."""
+def _verify_on(items: list, server, step_timeout: float | None) -> int:
+    """How many of `items` differ from their expectations, each told as it is run. The specs
+    checked against their expected output share one scratch database, made when the first comes."""
+    from contextlib import ExitStack
+
+    from .. import api
+
+    failed = 0
+    with ExitStack() as shared:
+        scratch = None
+        for item in items:
+            if api.output_checked(item, server):
+                wait = step_timeout_or(step_timeout, True)
+                scratch = scratch or shared.enter_context(api.shared_scratch(server, wait))
+                failed += _check_output(item, server, wait, scratch)
+            else:
+                failed += _check_expectations(item, server, step_timeout_or(step_timeout, False))
+    return failed
+
+
+def _check_output(item, server, step_timeout: float, scratch) -> int:
+    """1 when the spec's output differs from every expected file, told with its diff; else 0."""
+    import os
+
     from .. import api
     from ..errors import StuckRun
 
-    failed = 0
-    for item in items:
-        try:
-            report = api.run(item, server, step_timeout)
-        except StuckRun as stuck:
-            failed += 1
-            _tell(f"{item.path}: {len(stuck.mismatches)} expectation(s) not met, then the run got stuck")
-            _print_mismatches(stuck.mismatches)
-            _tell(f"  {stuck}", "    ")
-            continue
-        if report.mismatches:
-            failed += 1
-            _tell(f"{item.path}: {len(report.mismatches)} expectation(s) not met")
-            _print_mismatches(report.mismatches)
-        else:
-            _tell(f"{item.path}: ok ({report.checked} expectation(s))")
-    return failed
+    try:
+        checked = api.check_spec_output(item, server, step_timeout, scratch)
+    except StuckRun as stuck:
+        _tell(f"{item.path}: the run got stuck: {stuck}")
+        return 1
+    if checked.matched is not None:
+        _tell(f"{item.path}: ok (its output is {os.path.normpath(checked.matched)})")
+        return 0
+    _tell(f"{item.path}: its output differs from {os.path.normpath(checked.expected[0])}"
+          + (f" (and {len(checked.expected) - 1} alternative(s))" if len(checked.expected) > 1 else ""))
+    for line in checked.diff.splitlines():
+        print(f"  {line}")
+    return 1
+
+
+def _check_expectations(item, server, step_timeout: float) -> int:
+    """1 when the scenario's run does not meet its expectations, each difference told; else 0."""
+    from .. import api
+    from ..errors import StuckRun
+
+    try:
+        report = api.run(item, server, step_timeout)
+    except StuckRun as stuck:
+        _tell(f"{item.path}: {len(stuck.mismatches)} expectation(s) not met, then the run got stuck")
+        _print_mismatches(stuck.mismatches)
+        _tell(f"  {stuck}", "    ")
+        return 1
+    if report.mismatches:
+        _tell(f"{item.path}: {len(report.mismatches)} expectation(s) not met")
+        _print_mismatches(report.mismatches)
+        return 1
+    _tell(f"{item.path}: ok ({report.checked} expectation(s))")
+    return 0
 
 
 def _written_for_engine(loaded: list, dsn) -> list:

@@ -15,10 +15,16 @@ from ..scenario.model import Scenario, SessionSpec
 from .settle import POLL_FIRST_S, POLL_MAX_S
 
 
+def new_scratch(server: ServerInfo, step_timeout: float) -> Scratch:
+    """A run's scratch database and per-run user, not yet made (Scratch.open makes them)."""
+    return server.seam.scratch(server, confine=server.seam.confines(server), answer_timeout=step_timeout, several_statements=True)
+
+
 class Connections:
     """Everything a run holds open on the server; `sessions` by name, replaced on reconnect."""
 
-    def __init__(self, scenario: Scenario, server: ServerInfo, step_timeout: float, settings: tuple[str, ...], watch: bool = True):
+    def __init__(self, scenario: Scenario, server: ServerInfo, step_timeout: float, settings: tuple[str, ...],
+                 watch: bool = True, scratch: Scratch | None = None):
         if scenario.cluster and len(server.nodes) < scenario.cluster:
             raise UsageError(f"{scenario.path} needs a {scenario.cluster}-node Galera cluster; this server is not one")
         self.scenario = scenario
@@ -29,9 +35,9 @@ class Connections:
         # isolationtester does): its first questions cost a new database's catalog reads.
         self.watch = watch
         self.seam = server.seam
-        self.scratch: Scratch = self.seam.scratch(
-            server, confine=server.seam.confines(server), answer_timeout=step_timeout, several_statements=True
-        )
+        # Opened and closed by the caller when given (RunOptions.scratch): this run empties it.
+        self.shared = scratch is not None
+        self.scratch: Scratch = scratch if scratch is not None else new_scratch(server, step_timeout)
         self.database = self.scratch.name
         self.control = None
         # Runs the scenario's own setup and invariants, as the sessions' (per-run) user.
@@ -46,7 +52,8 @@ class Connections:
         self.cluster: ClusterRun | None = None
 
     def open(self) -> None:
-        self.scratch.open()
+        if not self.shared:
+            self.scratch.open()
         self.control = self.scratch.conn
         nodes = {s.node or 1 for s in self.scenario.sessions}
         self.cluster = self.seam.cluster_run(self.server, self.scratch, self.step_timeout, nodes) if self.server.nodes else None
@@ -167,7 +174,14 @@ class Connections:
                 pass
             self.user_conn = None
         self.control = None
-        self.scratch.close(quiet)
+        if not self.shared:
+            self.scratch.close(quiet)
+            return
+        try:
+            self.scratch.recreate()  # for the next run on it: a stuck one's leftovers too
+        except Exception:
+            if not quiet:
+                raise
 
     # -- ending sessions from the control connection -------------------------------
 

@@ -58,6 +58,13 @@ class RunOptions:
     show_locks: bool = False
     # --matrix: SET SESSION assignments for every session, after its own (matrix.py).
     session_settings: tuple[str, ...] = ()
+    # A scratch database the caller opened and closes, shared by several runs in turn (verify's
+    # isolation specs, as pg_isolation_regress runs PostgreSQL's in one database); each run
+    # leaves it emptied (Connections.close).
+    scratch: object = None
+    # What an isolation spec's sessions' application_name starts with (isolationtester's
+    # $PGAPPNAME, which pg_isolation_regress sets to isolation/NAME); None: $PGAPPNAME.
+    application: str | None = None
 
 
 class Run:

@@ -87,11 +87,13 @@ class SpecRun:
         self.spec = scenario.spec
         self.server = server
         self.timeout = options.step_timeout
+        self.application = options.application if options.application is not None else os.environ.get("PGAPPNAME", "")
         # The setup blocks run before every permutation (below), not once when the run opens.
         # On PostgreSQL a step is watched as isolationtester watches it; a spec's MySQL
         # variant (`#@mysql` bodies, for `compare`) through the engine's wait monitor.
         self.pg = self.spec.isolationtester
-        self.conns = Connections(replace(scenario, setup=""), server, options.step_timeout, (), watch=not self.pg)
+        self.conns = Connections(replace(scenario, setup=""), server, options.step_timeout, (), watch=not self.pg,
+                                 scratch=options.scratch)
         self.database = self.conns.database
         self.steps = self.spec.steps()
         self.index = {s.comment: i for i, s in enumerate(scenario.steps) if s.comment}
@@ -135,7 +137,7 @@ class SpecRun:
         session.whole = True
         # Named as isolationtester names its sessions (what $PGAPPNAME says, then /SESSION),
         # for a spec that looks itself up in pg_stat_activity.
-        named = f"{os.environ.get('PGAPPNAME', '')}/{session.name}".replace("'", "''")
+        named = f"{self.application}/{session.name}".replace("'", "''")
         answer = self.server.seam.answer(session.conn, f"SET application_name = '{named}'")
         if answer.error:
             raise ServerError(f"{session.name}'s application_name was refused: {answer.error}")

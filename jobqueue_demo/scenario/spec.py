@@ -468,3 +468,19 @@ def _scenario(path: str, text: str, spec: Spec, engine: str, engines: tuple[str,
         spec=spec,
         invariants=spec.invariants,
     )
+
+
+def expected_outputs(path: str) -> list[str]:
+    """The files a spec's isolationtester output may equal, as PostgreSQL keeps them: NAME.out
+    beside NAME.spec, else in ../expected/ (src/test/isolation's layout); each with its
+    alternatives NAME_1.out ... NAME_9.out (pg_regress's, for outputs that differ by platform)."""
+    import os
+
+    folder, name = os.path.split(path)
+    stem = os.path.splitext(name)[0]
+    for place in (folder, os.path.join(folder, os.pardir, "expected")):
+        found = [os.path.join(place, f"{stem}{suffix}.out") for suffix in ("", *(f"_{i}" for i in range(1, 10)))]
+        found = [f for f in found if os.path.isfile(f)]
+        if found:
+            return found
+    return []

@@ -232,10 +232,10 @@ class PGconn:
         pq.PQsetNoticeReceiver(conn._ptr, _DISCARD, None)
         return conn
 
-    def __del__(self):
+    def __del__(self, getpid=os.getpid):  # bound now: at the interpreter's exit `os` may be gone
         # A forked child collecting its parent's connection must not end it: PQfinish would
         # send the server the parent's Terminate message.
-        if self._pid == os.getpid():
+        if self._pid == getpid():
             self.finish()
 
     def finish(self) -> None:

@@ -94,11 +94,8 @@ class PgScratchDatabase:
         control.execute(
             self.admin, f"CREATE ROLE {quote(self.name)} LOGIN PASSWORD {literal(password)} CONNECTION LIMIT {USER_CONNECTIONS}"
         )
-        if _major(self.server.version) >= 14:
-            # The server notices a client gone only when it next writes to it: a statement of a
-            # run killed with kill -9 (pg_sleep(1e6)) would go on, and the run count as alive
-            # (sweep_leftovers), for as long as it runs. Checked every second, it ends.
-            control.execute(self.admin, f"ALTER ROLE {quote(self.name)} SET client_connection_check_interval = '1s'")
+        if self._role_defaults():
+            control.execute(self.admin, self._role_defaults())
         # A DSN role that is not a superuser reaches the role's tables (explore's resets) as its member.
         if control.value(self.admin, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user") != "t":
             control.execute(self.admin, f"GRANT {quote(self.name)} TO current_user")
@@ -112,12 +109,31 @@ class PgScratchDatabase:
         self._databases.append(name)  # before, as for the role
         control.execute(self.admin, sql)
 
+    def _role_defaults(self) -> str:
+        """The per-run role's own session defaults, set when it is made and again after a reset."""
+        if _major(self.server.version) < 14:
+            return ""
+        # The server notices a client gone only when it next writes to it: a statement of a
+        # run killed with kill -9 (pg_sleep(1e6)) would go on, and the run count as alive
+        # (sweep_leftovers), for as long as it runs. Checked every second, it ends.
+        return f"ALTER ROLE {quote(self.name)} SET client_connection_check_interval = '1s'"
+
     def recreate(self) -> None:
         """Empty the database for its setup to run again; its sessions stay connected (PostgreSQL
-        cannot drop a database that has sessions), so the public schema is dropped instead."""
-        self.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
-        if self._role is not None:
-            self.execute(f"GRANT ALL ON SCHEMA public TO {quote(self._role)}")
+        cannot drop a database that has sessions), so what the scenario made goes instead: all
+        the per-run role owns or was granted here (DROP OWNED: its tables, functions, large
+        objects, its SET ON PARAMETER grants), the public schema, and the session defaults it may
+        give itself (ALTER ROLE CURRENT_USER SET search_path = ...), which its next connections
+        would take: a later run on the same database (verify's specs) starts from nothing of it."""
+        if self._role is None:
+            self.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+            return
+        role = quote(self._role)
+        self.execute("; ".join(filter(None, (
+            f"DROP OWNED BY {role}", f"ALTER ROLE {role} RESET ALL", self._role_defaults(),
+            "DROP SCHEMA public CASCADE", "CREATE SCHEMA public", f"GRANT ALL ON SCHEMA public TO {role}",
+        ))))
+        self._parameters.clear()  # revoked by DROP OWNED
 
     def let_role_read(self, schema: str) -> None:
         """The per-run role may read the tables of one of the tool's schemas (not write them)."""
@@ -135,6 +151,8 @@ class PgScratchDatabase:
         if control.value(self.admin, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user") != "t":
             return
         for name in parameters:
+            if name in self._parameters:  # granted for an earlier spec on the same scratch database
+                continue
             self._parameters.append(name)  # before, as for the role
             control.execute(self.admin, f"GRANT SET ON PARAMETER {quote(name)} TO {quote(self._role)}")
 
