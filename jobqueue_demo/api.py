@@ -211,7 +211,7 @@ def shared_scratch(server, step_timeout: float):
     scratch.close()
 
 
-@dataclass
+@dataclass(eq=False)
 class SpecOutput:
     """An isolation spec's output (`run --format isolationtester`'s) against its expected files."""
 

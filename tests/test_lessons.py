@@ -98,7 +98,10 @@ def test_lessons_ship_in_the_wheel_and_run_by_name(tmp_path, embedded):
         z.extractall(tmp_path / "site")
     assert queues == {p.name for p in (ROOT / "queues").glob("*.yaml")}  # the queue files, found by name
     assert reports == {p.name for p in (ROOT / "reports").iterdir()}  # replay's example reports, their schemas and rows
-    specs = {p.name for p in (ROOT / "scenarios" / "specs").glob("*.spec")}  # the isolation specs, in lessons/specs/
+    # The isolation specs, in lessons/specs/, each with the expected output verify checks it against.
+    specs = {p.name for p in (ROOT / "scenarios" / "specs").glob("*.spec")}
+    specs |= {p.name for p in (ROOT / "scenarios" / "specs").glob("*.out")}
+    assert {n for n in specs if n.endswith(".out")} == {n.replace(".spec", ".out") for n in specs if n.endswith(".spec")}
     assert specs and shipped == {p.name for p in LESSONS} | specs
 
     elsewhere = tmp_path / "elsewhere"
