@@ -79,8 +79,9 @@ _SIGNATURES = {
     "PQnfields": (c_int, [c_void_p]),
     "PQfname": (c_char_p, [c_void_p, c_int]),
     "PQftype": (ctypes.c_uint, [c_void_p, c_int]),
-    "PQgetvalue": (c_void_p, [c_void_p, c_int, c_int]),
-    "PQgetlength": (c_int, [c_void_p, c_int, c_int]),
+    # A value in text form has no NUL byte (the server never sends one in text): c_char_p
+    # copies it whole.
+    "PQgetvalue": (c_char_p, [c_void_p, c_int, c_int]),
     "PQgetisnull": (c_int, [c_void_p, c_int, c_int]),
     "PQcmdStatus": (c_char_p, [c_void_p]),
     "PQcmdTuples": (c_char_p, [c_void_p]),
@@ -141,21 +142,18 @@ class Notify:
 
 
 class Result:
-    """One PGresult; cleared when collected."""
+    """One PGresult; cleared when collected. Its status is read once: every reader asks it."""
 
-    __slots__ = ("_ptr",)
+    __slots__ = ("_ptr", "status")
 
     def __init__(self, ptr: int):
         self._ptr = ptr
+        self.status: int = _lib.PQresultStatus(ptr)
 
     def __del__(self):
         if self._ptr and _lib is not None:
             _lib.PQclear(self._ptr)
             self._ptr = None
-
-    @property
-    def status(self) -> int:
-        return _lib.PQresultStatus(self._ptr)
 
     @property
     def ntuples(self) -> int:
@@ -189,7 +187,7 @@ class Result:
     def get_value(self, row: int, column: int) -> bytes | None:
         if _lib.PQgetisnull(self._ptr, row, column):
             return None
-        return ctypes.string_at(_lib.PQgetvalue(self._ptr, row, column), _lib.PQgetlength(self._ptr, row, column))
+        return _lib.PQgetvalue(self._ptr, row, column)
 
 
 class PGconn:
