@@ -86,6 +86,31 @@ Round of 2026-12-05 (`run FILE.spec`, the spec itself, beside explore's equivale
   of CPU. With a database made and dropped around isolationtester, as ours is, 1.08x
   (3 rounds, load 1-3).
 
+Second round of 2026-12-05 (the server slower all day: isolationtester's own figures 1.3-1.9x
+the last round's, a CREATE DATABASE 66-190 ms against 30 ms after the machine started):
+- libpq called through ctypes (engine/postgresql/libpq.py) instead of psycopg, whose import was
+  110-130 ms of every start (asyncio, importlib.metadata for its version, every adapter): 7-9 ms.
+  A statement costs more CPU through ctypes (about 100 us against psycopg's 75, a SELECT of one
+  row, in a loop), and the process 0.73-0.83x the CPU. A/B against the session's start
+  (farm-bench, 8 pairs, the 90-permutation spec): `run FILE.spec` 0.88-0.97x the wall time,
+  explore 0.98x.
+- start-up imports: PyYAML when a YAML file is read (15-20 ms; a .spec never needs it), the spec
+  reader's identifier pattern as a negated class (its U+10FFFF range took 13 ms to compile).
+- a retry's look at a waiting step decides at 2 ms where nothing can change before
+  isolationtester's look at 10 ms (every other statement in flight waits for a lock too), for
+  specs that set no timeout: PostgreSQL's own blocking specs 0.65-0.83 s -> 0.50-0.65 s a run
+  (lock-committed-keyupdate, lock-update-delete, classroom-scheduling), outputs unchanged.
+  isolationtester spends 10 ms on each look at a blocked step: on those specs our time per
+  permutation is under half of its (14 against 33 ms on lock-committed-keyupdate).
+- `verify` of several specs runs them in one process and one scratch database, as
+  pg_isolation_regress runs PostgreSQL's in one database: bench/bench_spec_corpus.py, 43 of
+  PostgreSQL 15's specs, 6.0 s against isolationtester's 7.1 s (0.85x).
+- after all of it, 3 rounds: 20 permutations 0.56 s (isolationtester 0.12), 90: 1.19 s (0.70),
+  210: 2.99 s (1.73); the fixed cost is now a Python process (about 0.12 s with typer, which
+  alone is 25 ms) and the server's CREATE DATABASE (30-190 ms here), a role, the connections.
+- tried and left out: setuptools' "compat" editable install (a path in a .pth instead of an
+  import hook, 12 ms of every start in a checkout): setuptools calls that mode transitional.
+
 Usage: python bench/bench_spec_vs_isolationtester.py [--rounds 3] [--quick]
        [--dsn postgresql://root@127.0.0.1:5432/test] [--isolationtester PATH] [--before DIR]
 --before DIR: another checkout (e.g. `git archive main | tar -x -C DIR`), measured in the same
