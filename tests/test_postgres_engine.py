@@ -633,3 +633,24 @@ def test_a_killed_embedded_postgresql_leaves_no_shared_memory():
     finally:
         server.stop()
     assert segment not in _segments()
+
+
+def test_the_per_run_role_logs_in_by_scram_with_its_password_alone(pg_embedded):
+    """Its password is stored as a SCRAM verifier made by the tool (one round: 128 random bits
+    need no slowing down); the embedded server asks every such role for SCRAM, and a wrong
+    password is refused."""
+    from dataclasses import replace
+
+    from jobqueue_demo.engine.postgresql.control import literal
+    from jobqueue_demo.errors import ServerError
+
+    scratch = pg_embedded.seam.scratch(pg_embedded, confine=True, answer_timeout=10.0, several_statements=True)
+    scratch.open()
+    try:
+        stored = control.value(scratch.admin, f"SELECT rolpassword FROM pg_authid WHERE rolname = {literal(scratch.name)}")
+        assert stored.startswith("SCRAM-SHA-256$1:")
+        scratch.session_params.connect(database=scratch.name).close()
+        with pytest.raises(ServerError, match="password authentication failed"):
+            replace(scratch.session_params, password="0" * 32).connect(database=scratch.name)
+    finally:
+        scratch.close()
