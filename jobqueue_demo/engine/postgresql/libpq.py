@@ -185,9 +185,11 @@ class Result:
         return _lib.PQftype(self._ptr, column)
 
     def get_value(self, row: int, column: int) -> bytes | None:
-        if _lib.PQgetisnull(self._ptr, row, column):
+        value = _lib.PQgetvalue(self._ptr, row, column)
+        # libpq gives NULL as an empty string: only then is it asked which it is.
+        if not value and _lib.PQgetisnull(self._ptr, row, column):
             return None
-        return _lib.PQgetvalue(self._ptr, row, column)
+        return value
 
 
 class PGconn:
