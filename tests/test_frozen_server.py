@@ -170,11 +170,31 @@ def test_workers_on_a_frozen_server_exit_3_not_as_a_stall(private_server, option
     )
     while "-- workers:" not in proc.stderr.readline():
         assert proc.poll() is None, proc.stderr.read()
-    time.sleep(0.5)  # the workers are claiming
+    _until_every_worker_has_completed_a_job(private_server, workers=2)
     os.kill(private_server._process.pid, signal.SIGSTOP)
     _, err = proc.communicate(timeout=40)
     assert proc.returncode == 3, err
     assert err.splitlines()[-1] == "jobqueue-demo: lost the control connection: the server did not answer within 10 s", err
+
+
+def _until_every_worker_has_completed_a_job(server, workers: int) -> None:
+    """The freeze must find the workers claiming, every one connected: a fixed sleep after the
+    start (0.5 s) froze a slow machine's server while the 100,000 jobs were still being made or
+    a worker still connecting, which then failed at its connect instead."""
+    from contextlib import closing
+
+    from jobqueue_demo.engine.mysql import control
+
+    deadline = time.monotonic() + 60
+    with closing(server.params.connect()) as conn:
+        while time.monotonic() < deadline:
+            found = control.rows(conn, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 'jqd\\_%'")
+            tables = [f"`{name}`.completions" for (name,) in found if control.rows(
+                conn, f"SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{name}' AND TABLE_NAME = 'completions'")]
+            if any(int(control.rows(conn, f"SELECT COUNT(DISTINCT worker) FROM {t}")[0][0]) >= workers for t in tables):
+                return
+            time.sleep(0.05)
+    pytest.fail("the workers completed no job within 60 s")
 
 
 INVARIANT_ON_A_SILENT_SERVER = """
