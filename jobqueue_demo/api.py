@@ -217,7 +217,9 @@ class SpecOutput:
 
     expected: list[str]  # the files it was compared with
     matched: str | None  # the one it equals, None when it equals none
-    diff: str  # against the first expected file, when it equals none
+    # Against the first expected file, when it equals none; its control characters written out
+    # (the server's text, which scenario SQL chooses, goes to a terminal: RAISE ... chr(27) ...).
+    diff: str
 
 
 def output_checked(scenario: Scenario, server) -> bool:
@@ -235,6 +237,7 @@ def check_spec_output(scenario: Scenario, server, step_timeout: float, scratch=N
     import difflib
     import io
 
+    from .engine.types import shown
     from .render.isolationtester import IsolationtesterView
     from .scenario.spec import expected_outputs
 
@@ -254,7 +257,7 @@ def check_spec_output(scenario: Scenario, server, step_timeout: float, scratch=N
     diff = "" if matched else "".join(difflib.unified_diff(
         wanted[expected[0]].splitlines(keepends=True), got.splitlines(keepends=True),
         fromfile=expected[0], tofile="jobqueue-demo"))
-    return SpecOutput(expected, matched, diff)
+    return SpecOutput(expected, matched, shown(diff))
 
 
 def _read_expected(path: str) -> str:

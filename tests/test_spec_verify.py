@@ -92,6 +92,17 @@ def test_a_spec_equal_to_its_expected_output_verifies_and_a_differing_one_shows_
     assert done.returncode == 0 and f"ok (its output is {expected / 'other_1.out'})" in done.stdout, done.stdout
 
 
+def test_a_differing_output_is_shown_with_its_control_characters_written_out(tmp_path):
+    """A diff goes to a terminal, and the server's text in it is the spec's choice: an escape
+    sequence from a step's value is written out, never sent to the terminal."""
+    _pg_or_skip()
+    (tmp_path / "esc.spec").write_text("session s\nstep s_esc { SELECT chr(27) || '[2J' AS screen; }\n")
+    (tmp_path / "esc.out").write_text("Parsed test spec with 1 sessions\n")
+    done = cli("verify", str(tmp_path / "esc.spec"), "--dsn", LOCAL_PG_DSN, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "\x1b" not in done.stdout and "+\\x1B[2J" in done.stdout, done.stdout
+
+
 def test_the_shipped_specs_equal_their_expected_outputs_which_isolationtester_made():
     """scenarios/specs/NAME.out were written by PostgreSQL 15's isolationtester (PGAPPNAME=
     isolation/NAME, as pg_isolation_regress runs it); verify checks ours against them."""
