@@ -256,7 +256,7 @@ def check_spec_output(scenario: Scenario, server, step_timeout: float, scratch=N
     matched = next((path for path in expected if wanted[path] == got), None)
     diff = "" if matched else "".join(difflib.unified_diff(
         wanted[expected[0]].splitlines(keepends=True), got.splitlines(keepends=True),
-        fromfile=expected[0], tofile="jobqueue-demo"))
+        fromfile=os.path.normpath(expected[0]), tofile="jobqueue-demo"))
     return SpecOutput(expected, matched, shown(diff))
 
 
