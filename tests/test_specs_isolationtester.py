@@ -36,18 +36,24 @@ def _compare_missing() -> str | None:
     return None
 
 
+def compare_with_isolationtester(spec: Path, env: dict | None = None) -> None:
+    """compare-isolationtester on `spec`, ours the jobqueue-demo beside this Python: no difference
+    (skipped where the comparison cannot run here)."""
+    missing = _compare_missing()
+    if missing:
+        pytest.skip(missing)
+    jq = str(Path(sys.executable).parent / "jobqueue-demo")
+    done = subprocess.run(["bash", str(COMPARE), str(spec), jq], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+
+
 def test_the_shipped_specs_are_there():
     assert {p.name for p in SPECS} >= {"skip-locked.spec", "deadlock.spec", "notices.spec", "all-interleavings.spec", "blockers.spec", "notify.spec", "two-engines.spec"}
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.name)
 def test_our_output_is_isolationtesters_byte_for_byte(spec):
-    missing = _compare_missing()
-    if missing:
-        pytest.skip(missing)
-    jq = str(Path(sys.executable).parent / "jobqueue-demo")
-    done = subprocess.run(["bash", str(COMPARE), str(spec), jq], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+    compare_with_isolationtester(spec)
 
 
 def test_a_specs_deadlock_timeout_is_set_as_written_on_the_embedded_postgresql(pg_embedded):
@@ -272,14 +278,9 @@ step s2a { SELECT 2 AS two; }
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_shapes_of_postgresqls_own_specs_print_as_isolationtester_prints_them(shape, tmp_path):
-    missing = _compare_missing()
-    if missing:
-        pytest.skip(missing)
     spec = tmp_path / f"{shape}.spec"
     spec.write_text(SHAPES[shape])
-    jq = str(Path(sys.executable).parent / "jobqueue-demo")
-    done = subprocess.run(["bash", str(COMPARE), str(spec), jq], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+    compare_with_isolationtester(spec)
 
 
 FLOOD = """
@@ -362,15 +363,10 @@ step s1after { SELECT 1 AS after; }
 
 @pytest.mark.parametrize("spec_text", [CANCELLED, STUBBORN], ids=["cancelled", "timed-out"])
 def test_a_step_past_isolationtesters_wait_is_cancelled_then_given_up_as_there(spec_text, tmp_path):
-    missing = _compare_missing()
-    if missing:
-        pytest.skip(missing)
     spec = tmp_path / "slow.spec"
     spec.write_text(spec_text)
-    jq = str(Path(sys.executable).parent / "jobqueue-demo")
     env = {**os.environ, "PGISOLATIONTIMEOUT": "1"}
-    done = subprocess.run(["bash", str(COMPARE), str(spec), jq], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
-    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+    compare_with_isolationtester(spec, env)
 
 
 def test_a_step_that_outlives_twice_the_step_timeout_ends_the_run_in_isolationtesters_words(pg_embedded, tmp_path):
@@ -410,14 +406,9 @@ permutation h_lock w_lock watch me h_unlock w_unlock
 
 @pytest.mark.parametrize("appname", ["shape-app", None], ids=["PGAPPNAME", "unset"])
 def test_a_spec_finds_its_sessions_by_isolationtesters_application_names(appname, tmp_path):
-    missing = _compare_missing()
-    if missing:
-        pytest.skip(missing)
     spec = tmp_path / "application-names.spec"
     spec.write_text(APPLICATION_NAMES)
-    jq = str(Path(sys.executable).parent / "jobqueue-demo")
     env = {k: v for k, v in os.environ.items() if k != "PGAPPNAME"}
     if appname:
         env["PGAPPNAME"] = appname
-    done = subprocess.run(["bash", str(COMPARE), str(spec), jq], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
-    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+    compare_with_isolationtester(spec, env)

@@ -15,7 +15,7 @@ import typer
 from ..errors import EXIT_MISMATCH, stop_of
 from .matrix import MATRIX_HELP, lesson_matrix_command
 from .shared import (
-    ISOLATIONTESTER_WAIT_S, ISOLATIONTESTER_WAIT_VAR, Cluster, Dsns, ShowLocks, app, heading, pace_option, say, say_notes,
+    ISOLATIONTESTER_WAIT_S, ISOLATIONTESTER_WAIT_VAR, Cluster, Dsns, ShowLocks, app, heading, pace_option, say, told_quit,
     server_for, step_timeout_option, step_timeout_or,
 )
 
@@ -77,7 +77,7 @@ def run(
     """
     from .. import api
     from ..errors import IsolationtesterEnd, UsageError
-    from ..render.stepper import Interrupted, Pacing, Quit
+    from ..render.stepper import Pacing, Quit
     from ..render.transcript import prompted
 
     if fmt is not RunFormat.text and layout is Layout.columns:
@@ -113,10 +113,7 @@ def run(
                 sys.stderr.write(end.words)
                 raise typer.Exit(end.isolationtester_exit) from None
             except Quit as stop:
-                say(f"-- {stop}: sessions rolled back, scratch database dropped")
-                say_notes(stop)
-                if isinstance(stop, Interrupted):
-                    raise typer.Exit(stop.stop.exit_code) from None
+                told_quit(stop)
                 return
             except KeyboardInterrupt as exc:
                 if not step:

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from ..errors import EXIT_MISMATCH
-from .shared import Cluster, Dsns, ShowLocks, StepTimeout, app, fitted, heading, pace_option, say, say_notes, server_for
+from .shared import Cluster, Dsns, ShowLocks, StepTimeout, app, fitted, heading, pace_option, say, server_for, told_quit
 
 HOST_HELP = (
     "The address to listen on. The default, 127.0.0.1, serves this machine only; 0.0.0.0 serves every "
@@ -54,7 +54,7 @@ def serve(
       jobqueue-demo serve skip-locked --host 0.0.0.0 --port 0
     """
     from .. import api
-    from ..render.stepper import Interrupted, Keys, Quit
+    from ..render.stepper import Keys, Quit
     from ..render.color import color_on
     from ..render.transcript import TranscriptWriter, event_lines, prompted
     from ..render.wrap import terminal_width
@@ -83,10 +83,7 @@ def serve(
             with Keys(stdin) if stdin is not None else nullcontext() as keys:
                 report = api.serve(loaded, server, step_timeout, options, keys, announce, show, show_locks)
         except Quit as stop:
-            say(f"-- {stop}: sessions rolled back, scratch database dropped")
-            say_notes(stop)
-            if isinstance(stop, Interrupted):
-                raise typer.Exit(stop.stop.exit_code) from None
+            told_quit(stop)
             return
     if report.mismatches:
         say(f"-- {len(report.mismatches)} expectation(s) not met; 'jobqueue-demo verify' shows them")

@@ -349,6 +349,17 @@ def heading(text: str, to_stderr: bool) -> None:
         print(fitted(text, sys.stdout), flush=True)
 
 
+def told_quit(stop) -> None:
+    """A stepped run the user ended (q, or a stop signal while it waited for a key): said, and
+    a stop signal's exit code; q ends the command normally."""
+    from ..render.stepper import Interrupted
+
+    say(f"-- {stop}: sessions rolled back, scratch database dropped")
+    say_notes(stop)
+    if isinstance(stop, Interrupted):
+        raise typer.Exit(stop.stop.exit_code) from None
+
+
 def say_notes(exc: BaseException) -> None:
     """What a clean-up after this error (or Ctrl-C) could not do, as notes on it or its causes."""
     seen: list[BaseException] = []
