@@ -65,8 +65,11 @@ demo: install
 test-packages:
 	@command -v tmux >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq tmux >/dev/null; }
 
+# Three workers (pytest-xdist) on two cores: most of a test's time is a server's or a child's,
+# not the test's own CPU (5 min against 11 in one process here). worksteal: the longest tests
+# (README examples, replays, 20-30 s each) do not end up queued behind one another.
 test: install test-packages lint
-	$(VENV)/bin/pytest -q -rs  # -rs: why a test skipped, e.g. a Galera cluster that cannot start here
+	$(VENV)/bin/pytest -q -rs -n 3 --dist worksteal  # -rs: why a test skipped, e.g. a Galera cluster that cannot start here
 
 # The tests that need no server and start no process (tests/fast_subset.py): seconds, on a
 # machine without any database.
