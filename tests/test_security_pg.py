@@ -138,6 +138,32 @@ def test_scenario_code_never_runs_as_the_dsn_role(pg, tmp_path, vector):
         drop_role(pg, canary)
 
 
+def test_a_spec_whose_setup_makes_a_role_is_refused_and_told_why(pg, tmp_path):
+    """PostgreSQL's own specs make roles (CLUSTER's, for one): run as the per-run role the
+    setup is refused, the run ends as isolationtester's would, and the error line says what
+    runs a spec with the DSN's rights; no role is made."""
+    canary = f"canary_pgspec_{os.urandom(6).hex()}"
+    spec = tmp_path / "makes-a-role.spec"
+    spec.write_text(f"setup {{ CREATE ROLE {canary}; }}\nteardown {{ DROP ROLE {canary}; }}\n"
+                    "session s1\nstep s1a { SELECT 1; }\n")
+    try:
+        told = cli("run", str(spec), "--dsn", pg_dsn(pg), timeout=60)
+        assert told.returncode == 2, told.stderr
+        assert "setup failed: ERROR:  permission denied to create role" in told.stderr, told.stderr
+        assert "--allow-shared-user runs it as the DSN's own account" in told.stderr, told.stderr
+        assert len(told.stderr.strip().splitlines()) == 1, told.stderr
+        # isolationtester's own words only, as it prints them for a role that may not make roles
+        same = cli("run", str(spec), "--dsn", pg_dsn(pg), "--format", "isolationtester", timeout=60)
+        assert same.returncode == 1
+        assert same.stdout + same.stderr == (
+            "Parsed test spec with 1 sessions\n\nstarting permutation: s1a\n"
+            "setup failed: ERROR:  permission denied to create role\n"
+        ), same.stdout + same.stderr
+        assert not role_exists(pg, canary)
+    finally:
+        drop_role(pg, canary)
+
+
 def test_the_control_connection_resolves_only_catalog_names(pg):
     scratch = pg.seam.scratch(pg, confine=True, answer_timeout=10.0)
     scratch.open()

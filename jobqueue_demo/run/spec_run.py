@@ -42,6 +42,7 @@ LOOK_EVERY_S = 0.01  # isolationtester asks whether a step is blocked every 10 m
 # sending, a prepared statement in C) comes before a 10 ms deadlock_timeout ends the wait it
 # sees; ours, slower to ask, would lose that race under load and miss the `<waiting ...>`.
 FIRST_LOOK_S = 0.002
+INSUFFICIENT_PRIVILEGE = "42501"
 
 
 class Trial:
@@ -458,7 +459,15 @@ class SpecRun:
         yield ev.ScriptAnswered(what, name, result)
         if result.error and fatal:
             where = f"setup of session {name}" if name else "setup"
-            raise SpecSetupFailed(self.scenario.path, f"{where} failed: {result.error}")
+            raise SpecSetupFailed(self.scenario.path, f"{where} failed: {result.error}{self._refused_why(result.error)}")
+
+    def _refused_why(self, error) -> str:
+        """Where a setup was refused a right (a role, a superuser's setting), that it ran as the
+        per-run role, not as isolationtester runs it: a user reading PostgreSQL's words alone
+        looks for the fault in the spec. Told on the tool's error line, never in the output."""
+        if error.sqlstate != INSUFFICIENT_PRIVILEGE or not self.server.seam.confines(self.server):
+            return ""
+        return " (a spec runs as a per-run role without superuser rights; with --dsn, --allow-shared-user runs it as the DSN's own account, as isolationtester does)"
 
 
 def spec_sql(spec) -> str:
