@@ -6,6 +6,7 @@ PostgreSQL (as the per-run role) and the embedded one."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -208,3 +209,37 @@ def test_a_stuck_permutation_is_a_finding_and_the_next_one_runs(tmp_path):
     assert found["kind"] == "stuck" and found["permutation"] == ["a1", "b1"]
     assert "step b1: UPDATE t SET v = 2 WHERE id = 1; <waiting ...>" in found["output"]
     assert "invariant b_last" not in found["output"]
+
+
+LEASE = ROOT / "bench" / "specs" / "skip-locked-lease.spec"
+
+
+def _without_timing(out: str) -> str:
+    return re.sub(r"; [\d.]+ s( on \d+ scratch databases at once)?\n", "\n", out)
+
+
+@needs_pg
+def test_permutations_run_on_several_scratch_databases_are_told_as_one_runner_tells_them():
+    """450 permutations (a rollback in place of each step): more than one runner, each on a
+    scratch database of its own, and the report and every permutation printed as one runner
+    prints them, in the spec's order."""
+    command = ("explore", str(LEASE), "--faults", "rollback", "--show-all", "--dsn", LOCAL_PG_DSN)
+    one = cli(*command, "--jobs", "1", timeout=180)
+    several = cli(*command, "--jobs", "3", timeout=180)
+    assert one.returncode == several.returncode == 0, one.stderr + several.stderr
+    assert re.search(r"; [\d.]+ s on [23] scratch databases at once\n", several.stdout), several.stdout[-400:]
+    assert "at once" not in one.stdout
+    assert _without_timing(several.stdout) == _without_timing(one.stdout)
+    assert one.stdout.count("starting permutation:") == 450
+
+
+@needs_pg
+def test_a_spec_that_sets_a_timeout_runs_on_one_runner(tmp_path):
+    """A timeout's race (here each session's lock_timeout) could end otherwise on a machine
+    busier with other runners: such a spec's permutations stay on one."""
+    spec = tmp_path / "lease-with-timeout.spec"
+    spec.write_text(LEASE.read_text().replace("session y\n", "session y\nsetup { SET lock_timeout = '10s'; }\n"))
+    done = cli("explore", str(spec), "--faults", "rollback", "--jobs", "3", "--dsn", LOCAL_PG_DSN, "--json", timeout=180)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["explored"], report["runners"]) == (450, 1)

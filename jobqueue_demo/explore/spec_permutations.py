@@ -9,26 +9,46 @@ scenario/fault_kinds.py done in the step's place, that session taking no step af
 permutations a fault makes the same are run once. After each permutation's steps, every
 `#@invariant` must return no row. A step's error is the spec's output, not a finding: what
 explore reports is an invariant that failed and a permutation that could not complete.
+
+Permutations run on up to `--jobs` runners at once, each with its own scratch database and
+connections, as explore runs a scenario's schedules; each is told in the spec's order, so
+the report and `--show-all` are the same whatever ran where. A spec whose SQL reaches what
+the databases share (roles, other sessions' locks and activity, prepared transactions,
+slots, timeouts a busier machine could cross) runs on one (ONE_RUNNER).
 """
 
 from __future__ import annotations
 
+import queue
 import random
+import re
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
 from ..run import events as ev
 from ..run.driver import RunOptions
-from ..run.spec_run import SpecRun, Trial, spec_trials
+from ..run.spec_run import SpecRun, Trial, spec_sql, spec_trials
 from ..scenario.fault_kinds import EXPLORE_FAULTS
 from ..scenario.model import Scenario
+from .search import Helpers, Ready
 
 OK, VIOLATED, STUCK = "ok", "invariant violated", "stuck"
 OUTCOMES = (OK, VIOLATED, STUCK)
+# What one scratch database does not keep from another run's: roles and the rights of the
+# role the runners share, the server-wide views of locks and sessions (and the sessions
+# themselves), prepared transactions, replication slots, tablespaces, VACUUM's horizon, the
+# server's own settings; and timeouts, whose race a busier machine could tip.
+ONE_RUNNER = re.compile(
+    r"\b(role|user|authorization|grant|revoke|pg_locks|pg_stat\w*|pg_blocking_pids|pg_safe_snapshot_blocking_pids"
+    r"|pg_terminate_backend|pg_cancel_backend|application_name|prepared?|slot\w*|tablespace|subscription"
+    r"|vacuum|checkpoint|system|\w*timeout)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(eq=False)
@@ -37,6 +57,7 @@ class Permutation:
     could not complete (why)."""
 
     trial: Trial
+    place: int = 0  # among the permutations run, in the spec's order
     events: list = field(default_factory=list)
     checks: tuple = ()  # (Invariant, Result), the spec's `#@invariant`s after its steps
     stuck: str | None = None
@@ -74,6 +95,7 @@ class SpecReport:
     findings: dict = field(default_factory=dict)  # (kind, what) -> the first Permutation showing it
     elapsed_s: float = 0.0
     seed: int | None = None  # --sample's, when the permutations run were drawn at random
+    runners: int = 1  # how many ran permutations at once, each on a scratch database of its own
 
     @property
     def failed(self) -> bool:
@@ -109,31 +131,123 @@ def chosen(every: list[Trial], limit: int | None, sample: int | None, seed: int)
 
 def explore_spec(scenario: Scenario, server, options, on_permutation: Callable | None = None) -> SpecReport:
     """Run the permutations `options` asks for (ExploreOptions: faults, max_schedules, sample,
-    seed, step_timeout); each one, once run, goes to `on_permutation` and into the report."""
+    seed, step_timeout, jobs); each one, once run, goes to `on_permutation` and into the
+    report, in the spec's order."""
     every = trials(scenario, options.faults)
     picked = chosen(every, options.max_schedules, options.sample, options.seed)
     report = SpecReport(scenario.title, options.faults, tuple(i.name for i in scenario.invariants), len(every))
     if options.sample is not None and len(picked) < len(every):
         report.seed = options.seed
-    run = SpecRun(scenario, server, RunOptions(step_timeout=options.step_timeout), trials=picked)
-    current: Permutation | None = None
     started = time.perf_counter()
-    with closing(run.events()) as stream:
-        for event in stream:
-            if isinstance(event, ev.PermutationStarting) or isinstance(event, ev.RunFinished):
-                if current is not None:
-                    _told(report, current, on_permutation)
-                current = Permutation(picked[report.explored]) if isinstance(event, ev.PermutationStarting) else None
-            if current is None:
-                continue
+    jobs = options.jobs if ONE_RUNNER.search(spec_sql(scenario.spec)) is None else 1
+    runners = Runners(scenario, server, options, picked)
+    for done in runners.in_order(jobs):
+        _told(report, done, on_permutation)
+    report.runners = runners.started
+    report.elapsed_s = time.perf_counter() - started
+    return report
+
+
+class Runners:
+    """The permutations run on runners of their own (threads, each a SpecRun on its own
+    scratch database): one at once, more once the permutations left outweigh opening one
+    (search.Helpers); each permutation handed back in the order `picked` has them."""
+
+    def __init__(self, scenario: Scenario, server, options, picked: list[Trial]):
+        self.scenario = scenario
+        self.server = server
+        self.options = options
+        self.picked = picked
+        self.lock = threading.Lock()
+        self.next = 0  # the next permutation a runner takes
+        self.stopped = False
+        self.results: queue.Queue = queue.Queue()
+        self.threads: list[threading.Thread] = []
+
+    @property
+    def started(self) -> int:
+        return len(self.threads)
+
+    def in_order(self, jobs: int) -> Iterator[Permutation]:
+        self._start()
+        helpers = Helpers(jobs - 1, len(self.picked))
+        ran: dict[int, Permutation] = {}
+        told = finished = 0
+        try:
+            while finished < len(self.threads):
+                try:
+                    item = self.results.get(timeout=0.25)  # a timeout keeps Ctrl-C deliverable
+                except queue.Empty:
+                    item = ()
+                if item is None:
+                    finished += 1
+                elif isinstance(item, BaseException):
+                    raise item
+                elif isinstance(item, Ready):
+                    helpers.ready(item.opened_s)
+                elif item:
+                    ran[item[0]] = item[1]
+                while told in ran:
+                    yield ran.pop(told)
+                    told += 1
+                for _ in range(helpers.wanted(told + len(ran))):
+                    self._start()
+        finally:
+            self._stop()
+            for thread in self.threads:
+                thread.join()
+
+    def _start(self) -> None:
+        thread = threading.Thread(target=self._run, daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def _stop(self) -> None:
+        with self.lock:
+            self.stopped = True
+
+    def _take(self, place: list[int]) -> Iterator[Trial]:
+        """The permutations one runner runs, each taken as it is about to start; `place[0]`
+        is where the one it runs stands among them all."""
+        while True:
+            with self.lock:
+                if self.stopped or self.next >= len(self.picked):
+                    return
+                place[0], self.next = self.next, self.next + 1
+            yield self.picked[place[0]]
+
+    def _run(self) -> None:
+        try:
+            opening = time.perf_counter()
+            place = [0]
+            run = SpecRun(self.scenario, self.server, RunOptions(step_timeout=self.options.step_timeout), trials=self._take(place))
+            current: Permutation | None = None
+            with closing(run.events()) as stream:
+                for event in stream:
+                    if isinstance(event, ev.RunStarted):
+                        self.results.put(Ready(time.perf_counter() - opening))
+                    current = self._event(event, current, place[0])
+        except BaseException as e:  # handed to the calling thread, which raises it
+            self._stop()
+            self.results.put(e)
+        finally:
+            self.results.put(None)
+
+    def _event(self, event, current: Permutation | None, place: int) -> Permutation | None:
+        """The permutation in progress after `event`; a finished one is handed back."""
+        if isinstance(event, ev.PermutationStarting | ev.RunFinished):
+            if current is not None:
+                self.results.put((current.place, current))
+            if isinstance(event, ev.RunFinished):
+                return None
+            current = Permutation(self.picked[place], place=place)
+        if current is not None:
             current.events.append(event)
             if isinstance(event, ev.Checked):
                 current.checks = event.results
             elif isinstance(event, ev.PermutationStuck):
                 current.stuck = event.message
-    report.elapsed_s = time.perf_counter() - started
-    return report
-
+        return current
 
 def _told(report: SpecReport, done: Permutation, on_permutation: Callable | None) -> None:
     report.explored += 1

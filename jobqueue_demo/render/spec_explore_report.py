@@ -45,7 +45,9 @@ def space_line(report: SpecReport) -> str:
         ran = f"{report.explored:,} run, drawn at random (seed {report.seed})"
     else:
         ran = f"the first {report.explored:,} run"
-    return f"space: {report.planned:,} permutations, {ran} (the spec's, isolationtester's order; faults: {faults}); {report.elapsed_s:.1f} s"
+    runners = f" on {report.runners} scratch databases at once" if report.runners > 1 else ""
+    return (f"space: {report.planned:,} permutations, {ran} (the spec's, isolationtester's order; faults: {faults}); "
+            f"{report.elapsed_s:.1f} s{runners}")
 
 
 def verdict(report: SpecReport) -> str:
@@ -90,6 +92,7 @@ def spec_as_dict(scenario, report: SpecReport) -> dict:
         "outcomes": {kind: report.outcomes[kind] for kind in OUTCOMES},
         "deadlocks": report.deadlocks,
         "elapsed_s": round(report.elapsed_s, 3),
+        "runners": report.runners,
         "seed": report.seed,
         "findings": [
             {"kind": kind, "what": what, "permutation": list(done.trial.names), "output": permutation_text(scenario, done)}
