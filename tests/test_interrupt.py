@@ -135,6 +135,46 @@ def test_ctrl_c_in_explore_prints_the_schedules_run_so_far(embedded):
     assert scratch_databases(embedded) - before == set()
 
 
+BLOCKING_SPEC = """
+setup { CREATE TABLE b (id int PRIMARY KEY); INSERT INTO b VALUES (1); }
+teardown { DROP TABLE b; }
+session s1
+step s1l { BEGIN; UPDATE b SET id = id WHERE id = 1; }
+step s1c { COMMIT; }
+session s2
+step s2l { UPDATE b SET id = id WHERE id = 1; }
+permutation s1l s2l
+permutation s1l s2l s1c
+"""
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_in_explore_of_a_spec_ends_a_waiting_step_at_once(pg_embedded, tmp_path, jobs):
+    """A permutation whose step waits for good (it is stuck only after the step timeout, 120 s
+    here): Ctrl-C ends it on whatever runner it runs, and every scratch database is dropped."""
+    from jobqueue_demo.engine.postgresql import control
+
+    spec = tmp_path / "blocking.spec"
+    spec.write_text(BLOCKING_SPEC)
+    dsn = f"postgresql://postgres@localhost/postgres?host={pg_embedded.params.socket_dir}"
+    watcher = pg_embedded.params.connect()
+    try:
+        proc = start("explore", str(spec), "--jobs", jobs, "--step-timeout", "120", "--dsn", dsn, env={})
+        waiting = "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname LIKE 'jqd%'"
+        deadline = time.monotonic() + 30
+        while not control.rows(watcher, waiting):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)  # well before the step timeout
+        assert proc.returncode == 130, err
+        assert err.splitlines()[-1] == "jobqueue-demo: interrupted (Ctrl-C)" and "Traceback" not in err, err
+        left = "SELECT datname FROM pg_database WHERE datname LIKE 'jqd%' UNION ALL SELECT rolname FROM pg_roles WHERE rolname LIKE 'jqd%'"
+        assert control.rows(watcher, left) == ()
+    finally:
+        watcher.close()
+
+
 def test_a_statement_of_a_run_killed_on_postgresql_ends_and_the_next_sweep_drops_the_run(pg_embedded, tmp_path):
     """kill -9 of the CLI while a statement runs: the server ran it to its end (pg_sleep(600)),
     and while it ran, its run counted as alive: its database and role outlived every later run."""

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from ..errors import UsageError
 from ..run import events as ev
 from ..run.driver import RunOptions
-from ..run.spec_run import SpecRun, Trial, spec_sql, spec_trials
+from ..run.spec_run import RunnerStopped, SpecRun, Trial, spec_sql, spec_trials
 from ..scenario.fault_kinds import EXPLORE_FAULTS
 from ..scenario.model import Scenario
 from .search import Helpers, Ready
@@ -160,7 +160,7 @@ class Runners:
         self.picked = picked
         self.lock = threading.Lock()
         self.next = 0  # the next permutation a runner takes
-        self.stopped = False
+        self.stop = threading.Event()  # no runner takes another; a waiting step ends its run
         self.results: queue.Queue = queue.Queue()
         self.threads: list[threading.Thread] = []
 
@@ -203,15 +203,14 @@ class Runners:
         thread.start()
 
     def _stop(self) -> None:
-        with self.lock:
-            self.stopped = True
+        self.stop.set()
 
     def _take(self, place: list[int]) -> Iterator[Trial]:
         """The permutations one runner runs, each taken as it is about to start; `place[0]`
         is where the one it runs stands among them all."""
         while True:
             with self.lock:
-                if self.stopped or self.next >= len(self.picked):
+                if self.stop.is_set() or self.next >= len(self.picked):
                     return
                 place[0], self.next = self.next, self.next + 1
             yield self.picked[place[0]]
@@ -220,13 +219,16 @@ class Runners:
         try:
             opening = time.perf_counter()
             place = [0]
-            run = SpecRun(self.scenario, self.server, RunOptions(step_timeout=self.options.step_timeout), trials=self._take(place))
+            run = SpecRun(self.scenario, self.server, RunOptions(step_timeout=self.options.step_timeout), trials=self._take(place),
+                          stop=self.stop)
             current: Permutation | None = None
             with closing(run.events()) as stream:
                 for event in stream:
                     if isinstance(event, ev.RunStarted):
                         self.results.put(Ready(time.perf_counter() - opening))
                     current = self._event(event, current, place[0])
+        except RunnerStopped:
+            pass  # told to stop: what it ran is handed back already, the rest is not wanted
         except BaseException as e:  # handed to the calling thread, which raises it
             self._stop()
             self.results.put(e)
@@ -248,6 +250,7 @@ class Runners:
             elif isinstance(event, ev.PermutationStuck):
                 current.stuck = event.message
         return current
+
 
 def _told(report: SpecReport, done: Permutation, on_permutation: Callable | None) -> None:
     report.explored += 1

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import os
 import select
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
 from ..engine.types import ConnectionGone, Result
@@ -43,6 +44,10 @@ LOOK_EVERY_S = 0.01  # isolationtester asks whether a step is blocked every 10 m
 # sees; ours, slower to ask, would lose that race under load and miss the `<waiting ...>`.
 FIRST_LOOK_S = 0.002
 INSUFFICIENT_PRIVILEGE = "42501"
+
+
+class RunnerStopped(Exception):
+    """Explore stopped this runner while one of its steps waited (SpecRun's `stop`)."""
 
 
 class Trial:
@@ -82,9 +87,11 @@ def spec_trials(spec) -> list[Trial]:
 class SpecRun:
     """One run of every permutation of a spec (or of `trials`, explore's); iterate `events()` once."""
 
-    def __init__(self, scenario: Scenario, server, options: RunOptions = RunOptions(), trials: list[Trial] | None = None):
+    def __init__(self, scenario: Scenario, server, options: RunOptions = RunOptions(), trials: Iterable[Trial] | None = None,
+                 stop: threading.Event | None = None):
         self.scenario = scenario
         self.trials = trials  # explore's; None: the spec's own permutations, as isolationtester's
+        self.stop = stop  # explore's other runners: set, a step still waiting ends the run (RunnerStopped)
         self.spec = scenario.spec
         self.server = server
         self.timeout = options.step_timeout
@@ -290,6 +297,7 @@ class SpecRun:
                     yield from self._notices(session)
                     return (yield from self._seen_waiting(pstep, session, flags))
                 canceled = yield from self._overdue(pstep, session, started, canceled)
+                self._go_on()
         except ConnectionGone:
             pass  # the connection is gone: reading the answer tells how
         yield from self._notices(session)
@@ -300,6 +308,7 @@ class SpecRun:
         its socket is readable; a wait is what the engine's wait monitor sees."""
         deadline = time.perf_counter() + self.timeout
         while not select.select([session], [], [], LOOK_EVERY_S)[0]:
+            self._go_on()
             if flags & NONBLOCK and session.thread_id in self.conns.monitor.blocked([session.thread_id]):
                 return (yield from self._seen_waiting(pstep, session, flags))
             self._within(deadline, pstep)
@@ -328,6 +337,12 @@ class SpecRun:
             told = f"step {pstep.name} timed out after {int(took)} seconds"
             raise SpecAbandoned(told, told + "\n")
         return canceled
+
+    def _go_on(self) -> None:
+        """Explore's run told to stop (Ctrl-C, another runner's error) does not wait out a
+        step that waits for a lock: it ends here, its sessions closed as any run's are."""
+        if self.stop is not None and self.stop.is_set():
+            raise RunnerStopped()
 
     def _within(self, deadline: float, pstep) -> None:
         if time.perf_counter() > deadline:
