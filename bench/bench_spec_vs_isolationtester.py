@@ -111,6 +111,19 @@ the last round's, a CREATE DATABASE 66-190 ms against 30 ms after the machine st
 - tried and left out: setuptools' "compat" editable install (a path in a .pth instead of an
   import hook, 12 ms of every start in a checkout): setuptools calls that mode transitional.
 
+Third round of 2026-12-05 (where the rest goes; bench/NOTES.md, "A scratch database's cost is
+the file system's"): `perf record` on the server's backend puts 52-70 % of a slow CREATE
+DATABASE, and of a CREATE TABLE in a database just made, in ext4's inode allocator, which
+scans past every inode of its block group freed in the last minute(s); each scratch
+database dropped frees 299. A CREATE DATABASE took 27-36 ms after a quiet minute, 300 ms
+after a benchmark's minutes; the bench specs' CREATE TABLE 4.7-5.0 ms in a new database
+against 2.1 ms in isolationtester's older one, so a writing permutation of ours costs
+twice its. Unchanged by wal_compression or the FILE_COPY strategy. After it, 3 rounds on a
+quiet machine: 20 permutations 0.30 s (isolationtester 0.07, 0.34 with a fresh db), 90:
+1.04 s (0.49, 0.81), 210: 1.94 s (1.60, 1.94). `explore FILE.spec --jobs N` now runs a
+spec's permutations on N scratch databases once the space outweighs opening one (1,950
+permutations with faults: 13.1 s on one runner, 8.7-8.9 s on three).
+
 Usage: python bench/bench_spec_vs_isolationtester.py [--rounds 3] [--quick]
        [--dsn postgresql://root@127.0.0.1:5432/test] [--isolationtester PATH] [--before DIR]
 --before DIR: another checkout (e.g. `git archive main | tar -x -C DIR`), measured in the same
