@@ -97,11 +97,7 @@ def test_ctrl_c_during_setup_on_postgresql_drops_what_was_made(pg_embedded, args
         for catalog in SETUP_CATALOGS:
             control.execute(holder, f"LOCK TABLE {catalog} IN SHARE ROW EXCLUSIVE MODE")
         proc = start(*args, "--dsn", dsn, env={})
-        waiting = "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'CREATE %'"
-        deadline = time.monotonic() + 30
-        while not control.rows(watcher, waiting):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.01)
+        _until_seen(watcher, proc, "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'CREATE %'")
         proc.send_signal(signal.SIGINT)
         control.execute(holder, "COMMIT")
         _, err = proc.communicate(timeout=30)
@@ -117,6 +113,16 @@ def test_ctrl_c_during_setup_on_postgresql_drops_what_was_made(pg_embedded, args
     finally:
         holder.close()
         watcher.close()
+
+
+def _until_seen(watcher, proc: subprocess.Popen, sql: str) -> None:
+    """Until `sql` returns a row on the watcher's connection, the CLI still running (30 s at most)."""
+    from jobqueue_demo.engine.postgresql import control
+
+    deadline = time.monotonic() + 30
+    while not control.rows(watcher, sql):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
 
 
 def test_ctrl_c_in_explore_prints_the_schedules_run_so_far(embedded):
@@ -160,11 +166,7 @@ def test_ctrl_c_in_explore_of_a_spec_ends_a_waiting_step_at_once(pg_embedded, tm
     watcher = pg_embedded.params.connect()
     try:
         proc = start("explore", str(spec), "--jobs", jobs, "--step-timeout", "120", "--dsn", dsn, env={})
-        waiting = "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname LIKE 'jqd%'"
-        deadline = time.monotonic() + 30
-        while not control.rows(watcher, waiting):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.01)
+        _until_seen(watcher, proc, "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname LIKE 'jqd%'")
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)  # well before the step timeout
         assert proc.returncode == 130, err

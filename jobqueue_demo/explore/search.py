@@ -693,14 +693,9 @@ def _run_all(
     try:
         finished = 0
         while finished < len(threads):
-            try:
-                item = results.get(timeout=0.25)  # a timeout keeps Ctrl-C deliverable
-            except queue.Empty:
-                item = ()
+            item = handed_back(results)
             if item is None:
                 finished += 1
-            elif isinstance(item, BaseException):
-                raise item
             elif isinstance(item, Ready):
                 helpers.ready(item.opened_s)
             elif isinstance(item, Execution):
@@ -716,6 +711,18 @@ def _run_all(
         for thread in threads:
             thread.join()
     return tallies, resets[0] if resets else "", stopped
+
+
+def handed_back(results: queue.Queue):
+    """What a runner thread handed back next (None: it has ended), or () after a quarter of a
+    second, so that Ctrl-C reaches the calling thread; a runner's exception is raised here."""
+    try:
+        item = results.get(timeout=0.25)
+    except queue.Empty:
+        return ()
+    if isinstance(item, BaseException):
+        raise item
+    return item
 
 
 @dataclass(frozen=True)

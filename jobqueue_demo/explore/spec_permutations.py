@@ -36,7 +36,7 @@ from ..run.driver import RunOptions
 from ..run.spec_run import RunnerStopped, SpecRun, Trial, spec_sql, spec_trials
 from ..scenario.fault_kinds import EXPLORE_FAULTS
 from ..scenario.model import Scenario
-from .search import Helpers, Ready
+from .search import Helpers, Ready, handed_back
 
 OK, VIOLATED, STUCK = "ok", "invariant violated", "stuck"
 OUTCOMES = (OK, VIOLATED, STUCK)
@@ -183,14 +183,9 @@ class Runners:
         told = finished = 0
         try:
             while finished < len(self.threads):
-                try:
-                    item = self.results.get(timeout=0.25)  # a timeout keeps Ctrl-C deliverable
-                except queue.Empty:
-                    item = ()
+                item = handed_back(self.results)
                 if item is None:
                     finished += 1
-                elif isinstance(item, BaseException):
-                    raise item
                 elif isinstance(item, Ready):
                     helpers.ready(item.opened_s)
                 elif item:
