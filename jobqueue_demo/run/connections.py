@@ -158,10 +158,11 @@ class Connections:
         and the per-run user. `quiet` when already failing: the first error is the one told.
 
         A session stuck in a lock wait would not notice its socket closing, and its locks
-        would hold DROP DATABASE, so sessions are killed from the control connection.
+        would hold DROP DATABASE, so a session with a statement in flight is killed from the
+        control connection; an idle one ends as its socket closes (a round trip fewer each).
         """
         for session in self.sessions.values():
-            if not session.closed and self.control is not None:
+            if not session.closed and session.busy and self.control is not None:
                 self.kill_quietly(session.thread_id)
             session.close()
         if self.cluster:
