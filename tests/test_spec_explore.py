@@ -6,6 +6,7 @@ PostgreSQL (as the per-run role) and the embedded one."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -102,7 +103,7 @@ def test_show_all_without_faults_prints_what_isolationtester_prints(spec, tmp_pa
     byte (the reference binary run on a database made for it), the report after them."""
     if not REFERENCE.exists():
         pytest.skip(f"no {REFERENCE} (Debian's postgresql-15)")
-    database = f"jqdtest_{tmp_path.name[-8:].replace('-', '_').lower()}"
+    database = f"jqdtest_{os.urandom(6).hex()}"  # tests may run at once (pytest-xdist): a name of its own
     subprocess.run(["psql", "-h", "127.0.0.1", "-U", "root", "-d", "test", "-qc", f'CREATE DATABASE "{database}"'], check=True)
     try:
         theirs = subprocess.run(

@@ -156,6 +156,14 @@ def _apart(spec) -> bool:
     return spec.isolationtester and ONE_RUNNER.search(spec_sql(spec)) is None
 
 
+@dataclass(frozen=True)
+class Failed:
+    """A runner's error, to be raised once the permutations before `before` are told."""
+
+    before: int
+    error: BaseException
+
+
 class Runners:
     """The permutations run on runners of their own (threads, each a SpecRun on its own
     scratch database): one at once, more once the permutations left outweigh opening one
@@ -168,7 +176,8 @@ class Runners:
         self.picked = picked
         self.lock = threading.Lock()
         self.next = 0  # the next permutation a runner takes
-        self.stop = threading.Event()  # no runner takes another; a waiting step ends its run
+        self.closing = False  # no runner takes another (a runner failed: the others end theirs)
+        self.stop = threading.Event()  # nor goes on: a waiting step ends its run
         self.results: queue.Queue = queue.Queue()
         self.threads: list[threading.Thread] = []
 
@@ -180,6 +189,7 @@ class Runners:
         self._start()
         helpers = Helpers(jobs - 1, len(self.picked))
         ran: dict[int, Permutation] = {}
+        failed: dict[int, BaseException] = {}  # raised where one runner would have raised it
         told = finished = 0
         try:
             while finished < len(self.threads):
@@ -188,13 +198,19 @@ class Runners:
                     finished += 1
                 elif isinstance(item, Ready):
                     helpers.ready(item.opened_s)
+                elif isinstance(item, Failed):
+                    failed[max(item.before, told)] = item.error
                 elif item:
                     ran[item[0]] = item[1]
-                while told in ran:
+                while told in ran and told not in failed:
                     yield ran.pop(told)
                     told += 1
+                if told in failed:
+                    raise failed[told]
                 for _ in range(helpers.wanted(told + len(ran))):
                     self._start()
+            if failed:
+                raise failed[min(failed)]  # after the last permutation (a database not dropped)
         finally:
             self._stop()
             for thread in self.threads:
@@ -213,18 +229,18 @@ class Runners:
         is where the one it runs stands among them all."""
         while True:
             with self.lock:
-                if self.stop.is_set() or self.next >= len(self.picked):
+                if self.closing or self.stop.is_set() or self.next >= len(self.picked):
                     return
                 place[0], self.next = self.next, self.next + 1
             yield self.picked[place[0]]
 
     def _run(self) -> None:
+        place = [-1]
+        current: Permutation | None = None
         try:
             opening = time.perf_counter()
-            place = [0]
             run = SpecRun(self.scenario, self.server, RunOptions(step_timeout=self.options.step_timeout), trials=self._take(place),
                           stop=self.stop)
-            current: Permutation | None = None
             with closing(run.events()) as stream:
                 for event in stream:
                     if isinstance(event, ev.RunStarted):
@@ -232,9 +248,11 @@ class Runners:
                     current = self._event(event, current, place[0])
         except RunnerStopped:
             pass  # told to stop: what it ran is handed back already, the rest is not wanted
-        except BaseException as e:  # handed to the calling thread, which raises it
-            self._stop()
-            self.results.put(e)
+        except BaseException as e:
+            with self.lock:
+                self.closing = True
+            # In the place of the permutation it broke off; else after the last one it ran.
+            self.results.put(Failed(place[0] if current is not None else place[0] + 1, e))
         finally:
             self.results.put(None)
 
