@@ -33,6 +33,43 @@ def test_for_update_waits_then_completes_after_commit(server):
     assert completion.result.rows == (("2", "generate invoice"),)
 
 
+def test_the_blocker_is_named_on_a_busy_shared_server(server):
+    """Another client's open transaction (in a database of its own) and another client reading
+    InnoDB's lock tables over and over, which keeps their cache stale for every reader: the
+    blocker is still the run's session A, found among the transactions of its own database."""
+    import os
+    import threading
+    from contextlib import closing
+
+    other = f"jqdtest_{os.urandom(6).hex()}"
+    stop = threading.Event()
+
+    def read_lock_tables() -> None:
+        with closing(server.params.connect()) as reader:
+            while not stop.is_set():
+                reader.query(b"SELECT * FROM information_schema.INNODB_LOCK_WAITS")
+                reader.store_result()
+                stop.wait(0.02)
+
+    with closing(server.params.connect()) as busy:
+        busy.query(f"CREATE DATABASE {other}".encode())
+        try:
+            for sql in (f"CREATE TABLE {other}.t (id INT PRIMARY KEY) ENGINE=InnoDB", "BEGIN", f"INSERT INTO {other}.t VALUES (1)"):
+                busy.query(sql.encode())
+            reader = threading.Thread(target=read_lock_tables)
+            reader.start()
+            try:
+                report = run("for-update-waits", server)
+            finally:
+                stop.set()
+                reader.join()
+            (waiting,) = of(report, ev.Waiting)
+            assert (waiting.session, waiting.blockers) == ("B", ("A",))
+        finally:
+            busy.query(b"ROLLBACK")
+            busy.query(f"DROP DATABASE {other}".encode())
+
+
 def test_nowait_fails_at_once(server):
     report = run("nowait", server)
     assert report.mismatches == []

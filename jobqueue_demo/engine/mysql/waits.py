@@ -144,6 +144,10 @@ class WaitMonitor:
         # which builds a temporary table on every call.
         return {int(control_text(row[0])): control_text(row[6]) for row in self.rows("SHOW PROCESSLIST")}
 
+    def _in_schema(self, schema: str) -> set[int]:
+        """The connections whose current database is `schema` (SHOW PROCESSLIST's db)."""
+        return {int(control_text(row[0])) for row in self.rows("SHOW PROCESSLIST") if control_text(row[3]) == schema}
+
     def blocked(self, thread_ids: list[int]) -> dict[int, str]:
         """Thread id -> kind of lock it waits for, for those that wait on a lock now."""
         if not thread_ids:
@@ -180,12 +184,12 @@ class WaitMonitor:
 
     def describe(self, thread_id: int, kind: str, schema: str) -> WaitInfo:
         if kind == ROW:
-            return self._row_wait(thread_id)
+            return self._row_wait(thread_id, schema)
         return self._metadata_wait(thread_id, kind, schema)
 
-    def _row_wait(self, thread_id: int) -> WaitInfo:
+    def _row_wait(self, thread_id: int, schema: str) -> WaitInfo:
         if not self.mysql:
-            deduced = self._sole_holder(thread_id)
+            deduced = self._sole_holder(thread_id, schema)
             if deduced is not None:
                 return deduced
         return self.describe_from_lock_tables(thread_id)
@@ -230,13 +234,16 @@ class WaitMonitor:
         status = self.transactions().get(int(thread_id))
         return status.waiting_kind if status else ROW
 
-    def _sole_holder(self, thread_id: int) -> WaitInfo | None:
-        """The blocker, when only one other transaction is active: only an active transaction
-        holds row locks, so it must be that one. This needs no read of InnoDB's cached lock
-        tables, which would be stale when read again within 0.1 s (a second wait soon after
-        the first), and refreshing them costs that 0.1 s."""
+    def _sole_holder(self, thread_id: int, schema: str) -> WaitInfo | None:
+        """The blocker, when only one other transaction is active in the run's scratch schema:
+        only an active transaction holds row locks, and only the run's own connections use its
+        tables, so it must be that one. This needs no read of InnoDB's cached lock tables,
+        which would be stale when read again within 0.1 s (a second wait soon after the first),
+        and which other clients' reads of them keep stale on a busy shared server."""
         transactions = self.transactions()
-        others = [tid for tid, trx in transactions.items() if trx.active and tid != int(thread_id)]
+        ours = self._in_schema(schema) if schema else None
+        others = [tid for tid, trx in transactions.items()
+                  if trx.active and tid != int(thread_id) and (ours is None or tid in ours)]
         mine = transactions.get(int(thread_id))
         if len(others) != 1 or mine is None or not mine.lock_wait:
             return None
