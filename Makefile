@@ -67,9 +67,11 @@ test-packages:
 
 # Three workers (pytest-xdist) on two cores: most of a test's time is a server's or a child's,
 # not the test's own CPU (5 min against 11 in one process here). worksteal: the longest tests
-# (README examples, replays, 20-30 s each) do not end up queued behind one another.
+# (README examples, replays, 20-30 s each) do not end up queued behind one another. Then the
+# tests that must be the ones sweeping a shared server's leftovers, alone (marker `sweeps`).
 test: install test-packages lint
-	$(VENV)/bin/pytest -q -rs -n 3 --dist worksteal  # -rs: why a test skipped, e.g. a Galera cluster that cannot start here
+	$(VENV)/bin/pytest -q -rs -n 3 --dist worksteal -m "not sweeps"  # -rs: why a test skipped, e.g. a Galera cluster that cannot start here
+	$(VENV)/bin/pytest -q -rs -m sweeps
 
 # The tests that need no server and start no process (tests/fast_subset.py): seconds, on a
 # machine without any database.

@@ -273,6 +273,7 @@ def test_scenario_sql_runs_as_the_per_run_role(pg):
         scratch.close()
 
 
+@pytest.mark.sweeps
 def test_cleanup_drops_a_dead_runs_database_and_role_only(pg_local):
     from jobqueue_demo.engine.naming import new_name
     from jobqueue_demo.engine.postgresql.control import execute, flag, quote

@@ -138,6 +138,7 @@ def _wait_lock_free(conn, name: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.sweeps
 @needs_local
 def test_killed_dsn_run_is_swept_by_the_next_run_and_a_live_one_is_not():
     dsn = ("--dsn", LOCAL_DSN)
@@ -205,6 +206,7 @@ def _hold_table(conn, database: str) -> None:
 # -- a bounded drop ---------------------------------------------------------------------
 
 
+@pytest.mark.sweeps
 def test_drop_blocked_by_another_client_is_bounded_and_names_it(server):
     """Named from the metadata lock table (embedded: MariaDB's plugin), else among open transactions."""
     conn = server.params.connect(database=None)
@@ -237,6 +239,7 @@ def test_drop_blocked_by_another_client_is_bounded_and_names_it(server):
         conn.close()
 
 
+@pytest.mark.sweeps
 @needs_local
 def test_interrupted_run_says_which_connection_keeps_its_database():
     conn = _root()
