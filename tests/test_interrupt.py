@@ -92,6 +92,7 @@ def test_ctrl_c_during_setup_on_postgresql_drops_what_was_made(pg_embedded, args
     dsn = f"postgresql://postgres@localhost/postgres?host={pg_embedded.params.socket_dir}"
     holder = pg_embedded.params.connect()
     watcher = pg_embedded.params.connect()
+    before = _runs_named(watcher)
     try:
         control.execute(holder, "BEGIN")
         for catalog in SETUP_CATALOGS:
@@ -108,11 +109,33 @@ def test_ctrl_c_during_setup_on_postgresql_drops_what_was_made(pg_embedded, args
         deadline = time.monotonic() + 30
         while control.rows(watcher, runs) and time.monotonic() < deadline:
             time.sleep(0.01)
-        left = "SELECT datname FROM pg_database WHERE datname LIKE 'jqd%' UNION ALL SELECT rolname FROM pg_roles WHERE rolname LIKE 'jqd%'"
-        assert control.rows(watcher, left) == ()
+        assert _left_behind(watcher, before) == set()
     finally:
         holder.close()
         watcher.close()
+
+
+RUN_NAMES = "SELECT datname FROM pg_database WHERE datname LIKE 'jqd%' UNION SELECT rolname FROM pg_roles WHERE rolname LIKE 'jqd%'"
+
+
+def _runs_named(watcher) -> set[str]:
+    from jobqueue_demo.engine.postgresql import control
+
+    return {name for (name,) in control.rows(watcher, RUN_NAMES)}
+
+
+def _left_behind(watcher, before: set[str]) -> set[str]:
+    """The runs' databases and roles made since `before` whose run has ended: a run holds its
+    advisory lock (on the DSN's database, the watcher's) until it has dropped them, and so
+    does an earlier test's run still ending on this server."""
+    from jobqueue_demo.engine.postgresql import control
+
+    left = set()
+    for name in _runs_named(watcher) - before:
+        if control.flag(watcher, f"SELECT pg_try_advisory_lock(hashtext('{name}'))"):
+            control.execute(watcher, f"SELECT pg_advisory_unlock(hashtext('{name}'))")
+            left.add(name)
+    return left
 
 
 def _until_seen(watcher, proc: subprocess.Popen, sql: str) -> None:
@@ -158,12 +181,12 @@ permutation s1l s2l s1c
 def test_ctrl_c_in_explore_of_a_spec_ends_a_waiting_step_at_once(pg_embedded, tmp_path, jobs):
     """A permutation whose step waits for good (it is stuck only after the step timeout, 120 s
     here): Ctrl-C ends it on whatever runner it runs, and every scratch database is dropped."""
-    from jobqueue_demo.engine.postgresql import control
 
     spec = tmp_path / "blocking.spec"
     spec.write_text(BLOCKING_SPEC)
     dsn = f"postgresql://postgres@localhost/postgres?host={pg_embedded.params.socket_dir}"
     watcher = pg_embedded.params.connect()
+    before = _runs_named(watcher)
     try:
         proc = start("explore", str(spec), "--jobs", jobs, "--step-timeout", "120", "--dsn", dsn, env={})
         _until_seen(watcher, proc, "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname LIKE 'jqd%'")
@@ -171,8 +194,7 @@ def test_ctrl_c_in_explore_of_a_spec_ends_a_waiting_step_at_once(pg_embedded, tm
         _, err = proc.communicate(timeout=30)  # well before the step timeout
         assert proc.returncode == 130, err
         assert err.splitlines()[-1] == "jobqueue-demo: interrupted (Ctrl-C)" and "Traceback" not in err, err
-        left = "SELECT datname FROM pg_database WHERE datname LIKE 'jqd%' UNION ALL SELECT rolname FROM pg_roles WHERE rolname LIKE 'jqd%'"
-        assert control.rows(watcher, left) == ()
+        assert _left_behind(watcher, before) == set()
     finally:
         watcher.close()
 
