@@ -100,6 +100,7 @@ def test_ctrl_c_during_setup_on_postgresql_drops_what_was_made(pg_embedded, args
         proc = start(*args, "--dsn", dsn, env={})
         _until_seen(watcher, proc, "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'CREATE %'")
         proc.send_signal(signal.SIGINT)
+        time.sleep(1.0)  # the statement ends well after the signal (a CREATE DATABASE took 0.3 s here after a burst of runs)
         control.execute(holder, "COMMIT")
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 130, err

@@ -8,7 +8,7 @@ read from the raw result (libpq.py), never converted.
 from __future__ import annotations
 
 from ...errors import FetchTimeout
-from ..deadlines import note_silence
+from ..deadlines import INTERRUPT_GRACE_S, note_silence
 from ..types import ControlError
 from .errors import CONNECTION_FAILURE, LOST_CONNECTION
 
@@ -26,6 +26,21 @@ def control_error(code: str, message: str, sql: str) -> ControlError:
     return ControlError(f"the server refused '{what} ...' on the control connection (ERROR {code}: {message})", code)
 
 
+# After Ctrl-C, how long the clean-up waits for a slow_statement the signal cut short.
+SLOW_STATEMENT_GRACE_S = 2.0
+
+
+def slow_statement(conn, sql: str) -> None:
+    """execute() for a statement the server ends by itself, however long it takes: a server
+    busy copying a database (or waiting for a catalog lock) is not a gone one. After a burst of runs a CREATE DATABASE took
+    300 ms here (bench/NOTES.md); under the parallel suite it outlasted the 0.4 s grace of an
+    answer after Ctrl-C in 1 run of 8, and the database it made was left for the next run's
+    sweep. Cut short by a stop signal, the clean-up waits longer for it (rows())."""
+    conn.in_flight_grace = SLOW_STATEMENT_GRACE_S
+    execute(conn, sql)
+    conn.in_flight_grace = INTERRUPT_GRACE_S  # only when it was answered: else rows() still needs it
+
+
 def rows(conn, sql: str) -> tuple[tuple[str | None, ...], ...]:
     """The rows of one statement (of the last, if several; the first 1,000, as for a session),
     as text; errors mapped. No answer within the connection's `answer_timeout` is a ControlError
@@ -39,8 +54,8 @@ def rows(conn, sql: str) -> tuple[tuple[str | None, ...], ...]:
         if pgconn.transaction_status == TRANS_ACTIVE:
             # A stop signal cut short the wait for the last statement's answer: libpq takes one
             # statement at a time, and the clean-up's DROP must come after a CREATE the server
-            # may still be running.
-            collect(pgconn, 0.0, timeout)
+            # may still be running (its grace: slow_statement).
+            collect(pgconn, 0.0, timeout, grace=conn.in_flight_grace)
         pgconn.send_query(sql.encode("utf-8"))
         result = collect(pgconn, 0.0, timeout)
     except FetchTimeout:

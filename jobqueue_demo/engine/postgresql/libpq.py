@@ -21,6 +21,7 @@ import time
 from ctypes import POINTER, c_char_p, c_int, c_void_p
 
 from ...errors import ServerError
+from ..deadlines import INTERRUPT_GRACE_S
 from ..types import ConnectionGone
 
 # ExecStatusType
@@ -356,6 +357,9 @@ class Connection:
         self.pgconn = pgconn
         self.answer_timeout = answer_timeout
         self.dropped: str | None = None
+        # After Ctrl-C, how long the clean-up waits for the answer a stop signal cut short
+        # (control.py): longer while a statement the server ends by itself is out (slow_statement).
+        self.in_flight_grace = INTERRUPT_GRACE_S
 
     @property
     def closed(self) -> bool:

@@ -92,7 +92,7 @@ class PgScratchDatabase:
         # made or not, and the clean-up drops it if it exists.
         self._role = self.name
         stored = scram_verifier(password) if _major(self.server.version) >= 10 else password
-        control.execute(
+        control.slow_statement(
             self.admin, f"CREATE ROLE {quote(self.name)} LOGIN PASSWORD {literal(stored)} CONNECTION LIMIT {USER_CONNECTIONS}"
         )
         if self._role_defaults():
@@ -108,7 +108,7 @@ class PgScratchDatabase:
         if template is not None:
             sql += f" TEMPLATE {quote(template)}"
         self._databases.append(name)  # before, as for the role
-        control.execute(self.admin, sql)
+        control.slow_statement(self.admin, sql)
 
     def _role_defaults(self) -> str:
         """The per-run role's own session defaults, set when it is made and again after a reset."""

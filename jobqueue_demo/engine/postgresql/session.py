@@ -145,9 +145,9 @@ class RowTooBig(Exception):
     """A row is arriving that is too big to read (caps.MAX_ANSWER_GROWTH)."""
 
 
-def results(pgconn, timeout: float):
+def results(pgconn, timeout: float, grace: float = INTERRUPT_GRACE_S):
     """Each result of the statement sent, as it completes; FetchTimeout when the answer is not
-    complete within `timeout` (or the grace after Ctrl-C), RowTooBig when reading it grew the
+    complete within `timeout` (or `grace` after Ctrl-C), RowTooBig when reading it grew the
     process by more than MAX_ANSWER_GROWTH. A connection gone raises libpq.LibpqError."""
     deadline = time.monotonic() + timeout
     # libpq holds a row whole before it hands it over and reads all the socket has, and says
@@ -166,7 +166,7 @@ def results(pgconn, timeout: float):
             if not _copy_ended(pgconn, result, deadline, timeout):
                 yield result
             busy = pgconn.is_busy()
-        _wait(pgconn, deadline, timeout)
+        _wait(pgconn, deadline, timeout, grace)
 
 
 def _bounded(base: int) -> None:
@@ -191,8 +191,8 @@ def _resident() -> int:
         return 0
 
 
-def _wait(pgconn, deadline: float, timeout: float) -> None:
-    if not wait_readable(Waitable(pgconn), deadline):
+def _wait(pgconn, deadline: float, timeout: float, grace: float = INTERRUPT_GRACE_S) -> None:
+    if not wait_readable(Waitable(pgconn, grace), deadline):
         raise FetchTimeout(f"step timeout: the result was still arriving after {timeout:g} s")
 
 
@@ -218,7 +218,7 @@ def _copy_ended(pgconn, result, deadline: float, timeout: float) -> bool:
 
 
 def collect(pgconn, started: float, timeout: float = float("inf"), notices: Notices | None = None,
-            whole: bool = False) -> Result:
+            whole: bool = False, grace: float = INTERRUPT_GRACE_S) -> Result:
     """Every result of the statement sent, as one Result: the first error, else the last
     result, with the results before it as its `earlier` (_Outcome).
 
@@ -228,7 +228,7 @@ def collect(pgconn, started: float, timeout: float = float("inf"), notices: Noti
 
     outcome = _Outcome(pgconn, started, notices, whole)
     try:
-        for result in results(pgconn, timeout):
+        for result in results(pgconn, timeout, grace):
             outcome.add(result)
     except LibpqError:  # the connection is gone
         return Result(error=_error(pgconn), elapsed_ms=outcome.elapsed_ms())
