@@ -32,13 +32,18 @@ SLOW_STATEMENT_GRACE_S = 2.0
 
 def slow_statement(conn, sql: str) -> None:
     """execute() for a statement the server ends by itself, however long it takes: a server
-    busy copying a database (or waiting for a catalog lock) is not a gone one. After a burst of runs a CREATE DATABASE took
-    300 ms here (bench/NOTES.md); under the parallel suite it outlasted the 0.4 s grace of an
-    answer after Ctrl-C in 1 run of 8, and the database it made was left for the next run's
-    sweep. Cut short by a stop signal, the clean-up waits longer for it (rows())."""
+    busy copying a database (or waiting for a catalog lock) is not a gone one. After a burst
+    of runs a CREATE DATABASE took 300 ms here (bench/NOTES.md); under the parallel suite it
+    outlasted the 0.4 s grace of an answer after Ctrl-C in 1 run of 8, and the database it
+    made was left for the next run's sweep. Cut short by a stop signal, the clean-up waits
+    longer for it (rows())."""
     conn.in_flight_grace = SLOW_STATEMENT_GRACE_S
-    execute(conn, sql)
-    conn.in_flight_grace = INTERRUPT_GRACE_S  # only when it was answered: else rows() still needs it
+    try:
+        execute(conn, sql)
+    except ControlError:
+        conn.in_flight_grace = INTERRUPT_GRACE_S  # answered (refused): nothing left in flight
+        raise
+    conn.in_flight_grace = INTERRUPT_GRACE_S  # a stop signal skips this: rows() drains with it
 
 
 def rows(conn, sql: str) -> tuple[tuple[str | None, ...], ...]:
