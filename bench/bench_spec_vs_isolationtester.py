@@ -124,6 +124,20 @@ quiet machine: 20 permutations 0.30 s (isolationtester 0.07, 0.34 with a fresh d
 spec's permutations on N scratch databases once the space outweighs opening one (1,950
 permutations with faults: 13.1 s on one runner, 8.7-8.9 s on three).
 
+Fourth round (a floor row, and what is left): `floor: python, CLI imported` is an interpreter
+that imports the CLI (typer among it) and does nothing: 53-55 ms, 2.3-3.0x isolationtester's
+whole one-permutation run (18-25 ms), before a spec is read or a server asked anything. A
+one-permutation spec, 10 pairs: ours 139 ms, isolationtester 19 ms; with a database made and
+dropped around it, as ours makes its scratch database, 101 ms (1.37x). In-process, the rest
+of ours: CREATE DATABASE 24 ms quiet (105 ms after a benchmark's churn), DROP DATABASE 14 ms
+(109 ms), the spec's own work 20 ms. The writing specs' steady state is the restore's, and
+the restore is the server's work that isolationtester's setup also does; a cheaper one that
+keeps the rows' ctids (DELETE, VACUUM, INSERT; bench/bench_pg_reset.py) saves 10 % and
+changes the planner's estimates, so it is not used. After it, 3 rounds at load average 0.2:
+20 permutations: run 0.44 s, explore 0.27 s (isolationtester 0.11, 0.23 with a fresh db);
+90: 0.87 s, 0.86 s (0.58, 0.85); 210: 1.70 s, 1.46 s (1.33, 1.51). Read-only steady state
+0.34x; writing 1.00-1.11x.
+
 Usage: python bench/bench_spec_vs_isolationtester.py [--rounds 3] [--quick]
        [--dsn postgresql://root@127.0.0.1:5432/test] [--isolationtester PATH] [--before DIR]
 --before DIR: another checkout (e.g. `git archive main | tar -x -C DIR`), measured in the same
@@ -283,6 +297,13 @@ def spec_size(spec: Path, binary: str, tester: Isolationtester) -> int:
 
 ANCHOR = "isolationtester (anchor)"
 FRESH = "isolationtester + fresh db"
+FLOOR = "floor: python, CLI imported"
+
+
+def floor() -> float:
+    """What any run of ours costs before it reads its spec: the interpreter, and the CLI's
+    modules (typer among them) imported, nothing else."""
+    return timed([sys.executable, "-c", "import jobqueue_demo.cli.main"], cwd=ROOT)[0]
 
 
 def measure(
@@ -299,6 +320,7 @@ def measure(
     runs = {
         ANCHOR: {"all": lambda: tester.run(spec, size), "one": lambda: tester.run(one, 1)},
         FRESH: {"all": lambda: tester.run_fresh(spec, size)},
+        FLOOR: {"all": floor},
     }
     runs["run FILE.spec"] = {"all": lambda: ours_run(spec, dsn, size)}
     for label, checkout in checkouts.items():
@@ -342,6 +364,10 @@ def report(spec: Path, figures: dict, rounds: int) -> None:
                 f"{row['fixed_s'] * 1000:10.0f}"
             )
     anchor, fresh = figures[ANCHOR], figures[FRESH]
+    print(
+        f"  {FLOOR} / isolationtester: {figures[FLOOR]['all_s'] / anchor['all_s']:5.2f} of its whole run, "
+        f"{figures[FLOOR]['all_s'] / (anchor['fixed_s'] + anchor['per_s']):5.2f} of its one-permutation run"
+    )
     for name, row in figures.items():
         if not name.startswith(("explore", "run")):
             continue
