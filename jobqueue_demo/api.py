@@ -110,11 +110,13 @@ def split_dsns(dsn: str | list[str] | None) -> tuple[str | None, tuple[str, ...]
     return (None, nodes) if nodes else (given[0] if given else None, ())
 
 
-def note_interrupt() -> None:
-    """From now on every wait of this process is short: it is about to exit (engine/deadlines.py)."""
-    from .engine.deadlines import note_interrupt as bound_waits
+def note_interrupt(stop: BaseException) -> bool:
+    """From now on every wait of this process is short: it is about to exit (engine/deadlines.py).
+    Whether `stop` is to be raised later, when the clean-up the run is in has ended (False: now)."""
+    from .engine.deadlines import defer, note_interrupt as bound_waits
 
     bound_waits()
+    return defer(stop)
 
 
 def cleanup(dsn: str | None, dry_run: bool, cache: bool):

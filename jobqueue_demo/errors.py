@@ -21,6 +21,7 @@ STOP_WORDS = {
     signal.SIGTERM: "terminated by SIGTERM",
     signal.SIGHUP: "hung up (SIGHUP: the terminal closed)",
 }
+STOP_SIGNALS = tuple(STOP_WORDS)
 
 
 class Stopped(KeyboardInterrupt):

@@ -217,7 +217,7 @@ def _try():
 
 checking.start()  # explore checks its invariants on its own threads
 time.sleep(0.3)
-api.note_interrupt()  # Ctrl-C on the main thread
+api.note_interrupt(KeyboardInterrupt())  # Ctrl-C on the main thread
 checking.join()
 print(outcome[0])
 """

@@ -95,10 +95,18 @@ def test_a_bad_spec_is_told_at_its_file_and_line(case, tmp_path):
     assert words in str(caught.value)
 
 
-def test_a_spec_without_its_suffix_is_still_read_as_a_spec(tmp_path):
+@pytest.mark.parametrize("head", ["# no suffix\n\nsetup { SELECT 1; }\n", "setup # a comment after the keyword\n{ SELECT 1; }\n",
+                                  "session# right after it\n s0 step b { SELECT 1; }\n"])
+def test_a_spec_without_its_suffix_is_still_read_as_a_spec(tmp_path, head):
     path = tmp_path / "spec"  # as compare-isolationtester hands it over
-    path.write_text("# no suffix\n\nsetup { SELECT 1; }\nsession s1 step a { SELECT 1; }\n")
+    path.write_text(head + "session s1 step a { SELECT 1; }\n")
     assert load_scenario(str(path)).spec is not None
+
+
+def test_a_lesson_without_its_suffix_that_starts_with_sessions_is_read_as_yaml(tmp_path):
+    path = tmp_path / "lesson"
+    path.write_text("sessions: [A]\ntitle: t\nsteps:\n  - A: SELECT 1;\n")
+    assert load_scenario(str(path)).spec is None
 
 
 def test_result_sets_are_drawn_as_pqprint_draws_them():

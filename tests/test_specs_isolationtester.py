@@ -273,6 +273,47 @@ session s2
 setup { INSERT INTO shape_missing VALUES (1); }
 step s2a { SELECT 2 AS two; }
 """,
+    # A step named "" (a quoted empty name is a name): `step : SQL`.
+    "empty-step-name": """
+session s1
+step "" { SELECT 1 AS one; }
+step b { SELECT 2 AS two; }
+permutation b ""
+""",
+    # Blocks written empty: the server answers EMPTY_QUERY, which isolationtester's PQexec takes
+    # for a failure, with no words (libpq has none), not even a newline.
+    "empty-teardowns": """
+teardown { }
+session s1
+step a { SELECT 1 AS a; }
+teardown {}
+""",
+    "empty-session-setup": """
+session s1
+setup { -- nothing but a comment
+}
+step a { SELECT 1 AS a; }
+""",
+    # A session that ends its own connection: its teardown, and the next permutation's, meet a
+    # closed connection and print libpq's words alone.
+    "self-terminated-teardown": """
+session s1
+step k { SELECT pg_terminate_backend(pg_backend_pid()); }
+teardown { SELECT 'td' AS td; }
+session s2
+step z { SELECT 2 AS z; }
+permutation k z
+permutation z
+""",
+    # ... and its next step cannot be sent: isolationtester ends the run there.
+    "self-terminated-step": """
+session s1
+step k { SELECT pg_terminate_backend(pg_backend_pid()); }
+step q { SELECT 1 AS q; }
+session s2
+step z { SELECT 2 AS z; }
+permutation z k z q
+""",
 }
 
 
@@ -412,3 +453,22 @@ def test_a_spec_finds_its_sessions_by_isolationtesters_application_names(appname
     if appname:
         env["PGAPPNAME"] = appname
     compare_with_isolationtester(spec, env)
+
+
+# Two steps held by each other's annotations until isolationtester gives up: the steps still
+# active are listed by session, in the spec's order, not in the order they started waiting.
+MUTUALLY_HELD = """
+session s1
+step a { SELECT pg_advisory_lock(9); }
+step au { SELECT pg_advisory_unlock_all(); }
+session s2
+step b { SELECT pg_advisory_lock(9); }
+step bu { SELECT pg_advisory_unlock_all(); }
+permutation a b(au) au(b) bu
+"""
+
+
+def test_the_steps_left_active_are_listed_in_session_order(tmp_path):
+    spec = tmp_path / "mutually-held.spec"
+    spec.write_text(MUTUALLY_HELD)
+    compare_with_isolationtester(spec, env={**os.environ, "PGISOLATIONTIMEOUT": "1"})

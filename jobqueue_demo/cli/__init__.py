@@ -15,9 +15,15 @@ YOUNG_THRESHOLD = 50_000
 
 def entry() -> None:
     gc.set_threshold(YOUNG_THRESHOLD)
-    from .main import main
+    from .stops import catch_stops, stop_loading, told
 
-    code = main()
+    catch_stops(stop_loading)
+    try:
+        from .main import main
+
+        code = main()
+    except KeyboardInterrupt as exc:  # before main() caught stops itself
+        code = told(exc)
     # The command is done and its clean-up with it; what is still alive goes with the process.
     # Frozen, it is no longer walked by the collections the interpreter makes on its way out:
     # about 14 ms of CPU at the end of every run (docs/architecture.md, start-up).

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import importlib
 import os
-import signal
 import sys
 
+from .. import api
 from ..errors import EXIT_OK, DemoError, ReaderGone, Stopped
 from .shared import app, guard_stdout, options, say, say_notes
+from .stops import catch_stops, told
 
 # Each command module and the commands it registers, in the order --help lists them.
 COMMAND_MODULES = {
@@ -81,23 +82,18 @@ def all_commands():
     return commands_for([])
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
 _stopped: Stopped | None = None
 
 
 def _interrupt(signum, frame) -> None:
-    """The first stop signal interrupts; later ones must not break the clean-up it started."""
-    from .. import api
-
+    """The first stop signal interrupts, unless it comes during a clean-up, which ends first;
+    later ones must not break the clean-up it started."""
     global _stopped
     _stopped = Stopped(signum)
-    for stop in STOP_SIGNALS:
-        signal.signal(stop, _cleaning_up)
+    catch_stops(_cleaning_up)
     # Bounds the clean-up's waits, so a server that no longer answers cannot hold it.
-    api.note_interrupt()
-    raise _stopped
+    if not api.note_interrupt(_stopped):
+        raise _stopped
 
 
 def _cleaning_up(signum, frame) -> None:
@@ -113,14 +109,15 @@ def main(argv: list[str] | None = None) -> int:
     """
     # `kill <pid>` and a closed terminal get the same clean-up as Ctrl-C: sessions rolled
     # back, scratch database dropped, embedded server stopped.
-    for stop in STOP_SIGNALS:
-        signal.signal(stop, _interrupt)
+    catch_stops(_interrupt)
     guard_stdout()
     if argv is None:
         argv = sys.argv[1:]
     argv = hoisted(argv)
     try:
         commands_for(argv)(args=argv)
+    except KeyboardInterrupt as e:  # outside typer's own catch: importing the command, building it
+        return told(e)
     except SystemExit as e:
         stop = _untold_stop(e)
         if stop is not None:

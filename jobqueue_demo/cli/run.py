@@ -109,7 +109,8 @@ def run(
             except IsolationtesterEnd as end:
                 if fmt is not RunFormat.isolationtester:
                     raise
-                # As isolationtester ends: its words on standard error, its exit code.
+                # As isolationtester ends: its words on standard error, after all it printed, its exit code.
+                sys.stdout.flush()
                 sys.stderr.write(end.words)
                 raise typer.Exit(end.isolationtester_exit) from None
             except Quit as stop:

@@ -11,9 +11,12 @@ clean-up) must not each wait a timeout of their own on the same silent server.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
+import threading
 import time
+from collections.abc import Iterator
 
 # After Ctrl-C or SIGTERM each answer the clean-up waits for (a rollback, dropping the
 # scratch database) gets this long; a server that answers needs a few ms. The first answer
@@ -35,6 +38,41 @@ def note_interrupt() -> None:
     global _interrupted_at
     if _interrupted_at is None:
         _interrupted_at = time.monotonic()
+
+
+_cleanups = 0  # uninterrupted() blocks the main thread is in
+_deferred: BaseException | None = None
+
+
+@contextlib.contextmanager
+def uninterrupted() -> Iterator[None]:
+    """A clean-up that a stop signal must not cut in two: DROP DATABASE done and DROP ROLE not,
+    a run directory half removed with its owner marker gone (no sweep would know it as a run's).
+    A stop signal that comes inside (`defer`) is raised as the outermost block ends, its waits
+    bounded meanwhile by note_interrupt. Only the main thread's count: signals interrupt no
+    other, and a stop deferred for a thread would be raised in that thread."""
+    global _cleanups, _deferred
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _cleanups += 1
+    try:
+        yield
+    finally:
+        _cleanups -= 1
+    if _cleanups == 0 and _deferred is not None:
+        stop, _deferred = _deferred, None
+        raise stop
+
+
+def defer(stop: BaseException) -> bool:
+    """Called from the CLI's signal handler: whether `stop` waits for the clean-up the main
+    thread is in (raised at its end) rather than being raised at once."""
+    global _deferred
+    if _cleanups == 0:
+        return False
+    _deferred = stop
+    return True
 
 
 def note_silence() -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..errors import ServerError
+from .deadlines import uninterrupted
 from .os_user import Identity, preexec
 from .shm import release_segment
 
@@ -244,8 +245,11 @@ class Throwaway:
 
     @staticmethod
     def stop_all() -> None:
-        for left in list(Throwaway.alive):
-            left.stop()
+        """At the interpreter's exit too: a stop signal then waits for every server to stop,
+        and changes nothing after it, since the process is ending anyway."""
+        with contextlib.suppress(KeyboardInterrupt), uninterrupted():
+            for left in list(Throwaway.alive):
+                left.stop()
 
 
 # An OSError's own text can be huge: shutil.copytree's lists every file that failed, each
@@ -287,6 +291,7 @@ class ThrowawayProcess(Throwaway):
     def end(self, process: subprocess.Popen) -> None:
         terminate(process)
 
+    @uninterrupted()
     def stop(self) -> None:
         process, workdir = self._process, self.workdir
         self._process = self.workdir = None

@@ -103,6 +103,9 @@ class Result:
     # A step of several statements (PostgreSQL's simple query): the results before this one,
     # which is the last statement's or the first error, the one expectations are checked against.
     earlier: tuple[Result, ...] = ()
+    # PostgreSQL's answer to SQL of nothing but spaces and comments (EMPTY_QUERY): isolationtester
+    # takes it for a failed setup or teardown block.
+    empty: bool = field(default=False, compare=False)
 
     @property
     def is_rows(self) -> bool:

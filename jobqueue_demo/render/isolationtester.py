@@ -75,12 +75,13 @@ class IsolationtesterView:
         return ""
 
     def _script(self, event: ev.ScriptAnswered) -> str:
-        """A block's last result, as PQexec returns it; a failed teardown is told on `err`,
-        in libpq's words (PQerrorMessage: its DETAIL, HINT and cursor lines too)."""
+        """A block's last result, as PQexec returns it; a failed block is told on `err`, in
+        libpq's words (PQerrorMessage: its DETAIL, HINT and cursor lines too). A block of no
+        statement fails too, with no words at all, not even a newline."""
         error = event.result.error
-        if error is not None:
+        if error is not None or event.result.empty:
             where = f"{event.what} of session {event.session}" if event.session else event.what
-            text = getattr(error, "libpq_text", "") or f"{_error(error)}\n"
+            text = "" if error is None else getattr(error, "libpq_text", "") or f"{_error(error)}\n"
             self.out.flush()
             self.err.write(f"{where} failed: {text}")
             self.err.flush()

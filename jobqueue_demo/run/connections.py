@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from ..engine.deadlines import uninterrupted
 from ..engine.seam import ClusterRun, Scratch, Session, TableSnapshot, WaitMonitor
 from ..engine.types import ServerInfo, Survey, split
 from ..errors import ScenarioError, ServerError, UsageError
@@ -153,6 +154,7 @@ class Connections:
         settings += self.settings
         return dialect.set_session(settings) if settings else None
 
+    @uninterrupted()
     def close(self, quiet: bool = False) -> None:
         """Leave nothing behind: end every session's transaction, drop the scratch database
         and the per-run user. `quiet` when already failing: the first error is the one told.

@@ -104,7 +104,8 @@ class SpecRun:
                                  scratch=options.scratch)
         self.database = self.conns.database
         self.steps = self.spec.steps()
-        self.index = {s.comment: i for i, s in enumerate(scenario.steps) if s.comment}
+        # A spec's step may be named "": the name is the comment, and empty is a name too.
+        self.index = {s.comment: i for i, s in enumerate(scenario.steps) if s.comment is not None}
         self.started = 0.0
         self.active: dict[str, object] = {}  # session -> its PermutationStep in flight
         self.total_notices: dict[str, int] = {}
@@ -156,8 +157,9 @@ class SpecRun:
         yield ev.PermutationStarting(trial.names)
         for sql in self.spec.setups:
             yield from self._script("setup", None, sql, fatal=True)
+        # A block written empty (`setup {}`) is sent too: isolationtester's PQexec then fails it.
         for session in self.spec.sessions:
-            if session.setup:
+            if session.setup is not None:
                 yield from self._script("setup", session.name, session.setup, fatal=True)
         self.active.clear()
         self.substitute.clear()
@@ -174,9 +176,9 @@ class SpecRun:
             answer = self.server.seam.answer
             yield ev.Checked(tuple((i, answer(self.conns.user_conn, i.sql)) for i in self.scenario.invariants))
         for session in self.spec.sessions:
-            if session.teardown and session.name not in self.ended:
+            if session.teardown is not None and session.name not in self.ended:
                 yield from self._script("teardown", session.name, session.teardown, fatal=False)
-        if self.spec.teardown:
+        if self.spec.teardown is not None:
             yield from self._script("teardown", None, self.spec.teardown, fatal=False)
         for name in sorted(self.ended):
             if self.conns.sessions[name].closed:
@@ -238,13 +240,17 @@ class SpecRun:
             if step.session in self.active and took > 2 * self.timeout:
                 # isolationtester's words: held by annotations that nothing will release.
                 told = f"step {self.active[step.session].name} timed out after {int(took)} seconds"
-                active = " ".join(p.name for p in self.active.values())
+                # isolationtester lists them by session, in the spec's order.
+                active = " ".join(self.active[s.name].name for s in self.spec.sessions if s.name in self.active)
                 raise SpecAbandoned(f"{told} (active steps: {active})", f"{told}\nactive steps are: {active}\n")
         session = self.conns.sessions[step.session]
         index = self.index[pstep.name]
         yield ev.StepStarting(index, self.scenario.steps[index])
-        if session.send(self._shown(pstep)[1]) is not None:
-            raise ServerError(f"failed to send step {pstep.name}: {step.session}'s connection is gone")
+        refused = session.send(self._shown(pstep)[1])
+        if refused is not None:  # its connection is gone (a step of the spec's ended it): isolationtester ends here
+            why = getattr(refused.error, "libpq_text", "") or f"{refused.error.message}\n"
+            raise SpecAbandoned(f"failed to send step {pstep.name}: {step.session}'s connection is gone",
+                                f"failed to send query for step {pstep.name}: {why}\n")
         self.active[step.session] = pstep
         for blocker in pstep.blockers:
             if blocker.notices is not None:
@@ -472,9 +478,10 @@ class SpecRun:
                 self._count(name, len(lines))
                 yield ev.Noticed(name, lines)
         yield ev.ScriptAnswered(what, name, result)
-        if result.error and fatal:
+        if (result.error or result.empty) and fatal:
             where = f"setup of session {name}" if name else "setup"
-            raise SpecSetupFailed(self.scenario.path, f"{where} failed: {result.error}{self._refused_why(result.error)}")
+            why = f"{result.error}{self._refused_why(result.error)}" if result.error else "the block holds no statement"
+            raise SpecSetupFailed(self.scenario.path, f"{where} failed: {why}")
 
     def _refused_why(self, error) -> str:
         """Where a setup was refused a right (a role, a superuser's setting), that it ran as the

@@ -73,7 +73,7 @@ EXPECT_KEYS = {"ok", "columns", "rows", "affected", "error", "waits"}
 
 
 # An isolation spec's first word, after `#` comments: what no YAML scenario (a mapping) starts with.
-SPEC_START = re.compile(r"\A(?:\s*#[^\n]*\n|\s+)*(?:setup|teardown|session)\s*[{\w\"]")
+SPEC_START = re.compile(r"\A(?:\s*#[^\n]*\n|\s+)*(?:setup|teardown|session)\b(?:\s*#[^\n]*\n|\s+)*[{\w\"]")
 
 
 def load_scenario(path: str) -> Scenario:
@@ -131,6 +131,9 @@ def compose(path: str, text: str) -> yaml.Node:
     expands into a huge document.
     """
     depth = 0
+    # Read before the try: the first use runs PyYAML's (lazy) import, and a stop signal that cuts
+    # it short must not leave the except clauses below naming what the import never made.
+    marked, unreadable = yaml.MarkedYAMLError, yaml.reader.ReaderError
     try:
         for event in yaml.parse(text, Loader=safe_loader()):
             if isinstance(event, yaml.AliasEvent):
@@ -149,11 +152,11 @@ def compose(path: str, text: str) -> yaml.Node:
             return loader.get_single_node()
         finally:
             loader.dispose()
-    except yaml.MarkedYAMLError as e:
+    except marked as e:
         mark = e.problem_mark or e.context_mark
         problem = e.problem or e.context or "invalid YAML"
         _fail_at(path, mark, f"not valid YAML: {problem}")
-    except yaml.reader.ReaderError as e:
+    except unreadable as e:
         # The only unmarked parse error: its own text spans two lines and gives a character offset
         line = text.count("\n", 0, e.position) + 1
         column = e.position - (text.rfind("\n", 0, e.position) + 1) + 1

@@ -29,6 +29,7 @@ from typing import Iterator
 
 from ...errors import ServerError, StartFailed, UsageError
 from .. import throwaway
+from ..deadlines import uninterrupted
 from ..mysql import control
 from ..mysql import embedded as emb
 from ..mysql import server as srv
@@ -349,6 +350,7 @@ class EmbeddedCluster(throwaway.Throwaway):
             node.kill()
             shutil.rmtree(node.workdir, ignore_errors=True)
 
+    @uninterrupted()
     def stop(self) -> None:
         nodes, workdir = self.nodes, self.workdir
         self.nodes, self.workdir = [], None

@@ -21,6 +21,7 @@ import sys
 from dataclasses import replace
 
 from ...errors import ServerError
+from ..deadlines import uninterrupted
 from ..dsn import ANSWER_TIMEOUT_S
 from ..naming import SHARED_USER_OPTION, USER_CONNECTIONS, new_name
 from ..types import ControlError, ServerInfo, first_failure
@@ -142,6 +143,7 @@ class ScratchDatabase:
             drops.append(lambda: self.execute(f"DROP USER IF EXISTS {self._user}"))
         return first_failure(drops, LOST_CONNECTION)
 
+    @uninterrupted()
     def close(self, quiet: bool = False) -> None:
         """Drop what was made and disconnect, which frees the named lock for a later sweep
         whatever failed. `quiet` (already failing): the first error stays the one raised, and

@@ -30,6 +30,7 @@ import sys
 from dataclasses import replace
 
 from ...errors import ServerError
+from ..deadlines import uninterrupted
 from ..dsn import ANSWER_TIMEOUT_S
 from ..naming import RUN_NAME, SHARED_USER_OPTION, USER_CONNECTIONS, new_name
 from ..types import DROPS_WITH_SERVER, ControlError, first_failure
@@ -177,6 +178,7 @@ class PgScratchDatabase:
             drops.append(lambda: control.execute(self.admin, f"DROP ROLE IF EXISTS {role}"))
         return first_failure(drops, LOST_CONNECTION)
 
+    @uninterrupted()
     def close(self, quiet: bool = False) -> None:
         """Drop what was made and disconnect, which frees the advisory lock whatever failed."""
         if self.admin is None:

@@ -84,7 +84,8 @@ class _Outcome:
         elif status in (libpq.COMMAND_OK, libpq.EMPTY_QUERY):
             # PostgreSQL counts the rows an UPDATE matched, changed or not: affected and matched are one.
             count = int(result.command_tuples) if result.command_tuples else None
-            self._finish(Result(affected=count if count is not None else 0, matched=count), result)
+            made = Result(affected=count if count is not None else 0, matched=count, empty=status == libpq.EMPTY_QUERY)
+            self._finish(made, result)
         else:
             self._finish(Result(error=_error(self.pgconn, result)), result)
 
@@ -337,7 +338,9 @@ class PgSession(Session):
         self.sent_at = time.perf_counter()
         self.sent_resident, self.too_big = _resident(), None
         if self.closed:  # dropped by a fault step: libpq would write into the dead socket and wait
-            return Result(error=PgError(0, CONNECTION_FAILURE, "no connection to the server", "FATAL"))
+            # libpq's own words for a query sent on a closed connection (isolationtester prints them bare).
+            return Result(error=PgError(0, CONNECTION_FAILURE, "no connection to the server", "FATAL",
+                                        "no connection to the server\n", True))
         self.notices.clear()  # a reset's or a setting's, not this statement's
         try:
             pgconn.send_query(sql.encode("utf-8"))
