@@ -322,3 +322,31 @@ def test_a_stop_while_the_cli_loads_is_told_with_its_exit_code(module, signum, t
     said = {signal.SIGINT: "interrupted (Ctrl-C)", signal.SIGTERM: "terminated by SIGTERM",
             signal.SIGHUP: "hung up (SIGHUP: the terminal closed)"}[signum]
     assert (done.returncode, done.stderr) == (128 + signum, f"jobqueue-demo: {said}\n")
+
+
+# The same for an embedded server's stop: Ctrl-C lands after the server has ended, as its run
+# directory is removed (a probe saw it cut that removal short, the directory left without the
+# owner marker a sweep looks for, so it stayed for good).
+SIGNAL_WHILE_THE_SERVER_STOPS = r"""
+import os, signal, sys
+from jobqueue_demo.cli.main import main
+from jobqueue_demo.engine import throwaway
+
+release = throwaway.release_segment
+
+def released(data):
+    release(data)
+    os.kill(os.getpid(), signal.SIGINT)
+
+throwaway.release_segment = released
+sys.exit(main(["run", "nowait", "--format", "json"]))
+"""
+
+
+def test_ctrl_c_while_the_embedded_server_stops_still_removes_its_directory(server_tmp):
+    env = {k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"}
+    done = subprocess.run([sys.executable, "-c", SIGNAL_WHILE_THE_SERVER_STOPS], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, env={**env, "TMPDIR": str(server_tmp), "NO_COLOR": "1"})
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.splitlines()[-1] == "jobqueue-demo: interrupted (Ctrl-C)", done.stderr
+    assert [p.name for p in server_tmp.iterdir() if p.name.startswith("jobqueue-demo-")] == []
