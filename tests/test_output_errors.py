@@ -82,3 +82,21 @@ def test_a_full_disk_under_the_run_directory_is_one_short_line(tiny_disk, engine
     # Before, the copy's error listed every file with both paths: 74 KB, 245 KB on one line.
     assert len(line) < 400 and "No space left on device (and " in line, line
     assert list(tiny_disk.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [("--help",), ("run", "--help")], ids=["app", "command"])
+def test_help_into_a_full_device_is_one_line_exit_4(args):
+    """click's probe of the stream (is it binary?) met the full device first and went on: the
+    help then went to /dev/null, exit 0, as if it had been written."""
+    with open("/dev/full", "w") as full:
+        code, err = run_with_stdout(full, {}, *args)
+    assert (code, err.splitlines()) == (4, ["jobqueue-demo: cannot write standard output: No space left on device"])
+
+
+def test_an_output_encoding_without_a_character_writes_it_out(embedded):
+    """PYTHONIOENCODING=ascii: the lesson's em dash ended the run with a traceback mid-line."""
+    env = {**{k: v for k, v in os.environ.items() if k != "JOBQUEUE_DEMO_DSN"}, **dsn_env(embedded), "PYTHONIOENCODING": "ascii"}
+    done = subprocess.run([sys.executable, "-m", "jobqueue_demo", "run", "skip-locked"], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "\\u2014" in done.stdout and "Traceback" not in done.stderr

@@ -282,13 +282,19 @@ class GuardedStdout:
     def __init__(self, stream, closed: bool = False):
         self._stream = stream
         self._closed = closed
+        # The first failure, raised again by every later write: a caller that caught it (click
+        # probes the stream with a write it expects may fail) must not make /dev/null look
+        # like a standard output that took the text.
+        self._failed: Exception | None = None
 
     def write(self, text: str) -> int:
         return self._guarded(lambda stream: stream.write(text))
 
     def flush(self) -> None:
-        # A closed standard output has nothing pending: only a write tells it is closed.
-        if not self._closed:
+        # A closed standard output has nothing pending: only a write tells it is closed. Nor
+        # has one that failed (its descriptor is /dev/null now): the interpreter flushes it
+        # at exit, where an error is a traceback.
+        if not self._closed and self._failed is None:
             self._guarded(lambda stream: stream.flush())
 
     def __getattr__(self, name: str):
@@ -299,6 +305,8 @@ class GuardedStdout:
 
         if self._closed:
             raise OutputError("cannot write standard output: it is closed")
+        if self._failed is not None:
+            raise self._failed
         try:
             return act(self._stream)
         except OSError as exc:
@@ -306,8 +314,10 @@ class GuardedStdout:
 
             self._silence()
             if exc.errno == errno.EPIPE:
-                raise ReaderGone("standard output's reader has gone") from None
-            raise OutputError(f"cannot write standard output: {exc.strerror or exc}") from None
+                self._failed = ReaderGone("standard output's reader has gone")
+            else:
+                self._failed = OutputError(f"cannot write standard output: {exc.strerror or exc}")
+            raise self._failed from None
 
     def _silence(self) -> None:
         import os
@@ -328,6 +338,11 @@ def guard_stdout() -> None:
 
     if isinstance(sys.stdout, GuardedStdout):
         return
+    # An encoding that cannot hold every character (PYTHONIOENCODING=ascii, latin-1): what it
+    # cannot is written out as \u2014, rather than ending the run with a traceback mid-line.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     if sys.stdout is not None:
         sys.stdout = GuardedStdout(sys.stdout)
         return
