@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from .engine.seam import DEFAULT_ENGINE, entry_of, seam_of_dsn
 from .engine.seam import ENGINE_NAMES as ENGINE_NAMES  # the CLI's list of engines
+from .engine.types import shown as shown  # the CLI's lines, a server's control characters written out
 from .errors import IsolationtesterEnd, RecordError, ScenarioError, StuckError, StuckRun
 
 if TYPE_CHECKING:

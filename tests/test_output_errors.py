@@ -100,3 +100,33 @@ def test_an_output_encoding_without_a_character_writes_it_out(embedded):
                           env=env, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "\\u2014" in done.stdout and "Traceback" not in done.stderr
+
+
+def test_a_peer_that_answers_with_control_characters_has_them_written_out():
+    """Not a server at all: whatever listens on the DSN's port answers with an escape sequence,
+    which libpq's error, and so the error line, quoted raw (a terminal would have cleared its
+    screen). Every line on standard error now goes through the same escaping."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def answer() -> None:
+        while True:
+            try:
+                peer, _ = listener.accept()
+            except OSError:
+                return
+            with peer:
+                peer.sendall(b"\x1b[2J\x07hostile")
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        done = subprocess.run([sys.executable, "-m", "jobqueue_demo", "run", "skip-locked", "--dsn", f"postgresql://root@127.0.0.1:{port}/test",
+                               "--step-timeout", "2"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    finally:
+        listener.close()
+    assert done.returncode == 3, done.stderr
+    assert "\x1b" not in done.stderr and "\x07" not in done.stderr, repr(done.stderr)
+    assert len(done.stderr.splitlines()) == 1, done.stderr

@@ -354,7 +354,11 @@ def guard_stdout() -> None:
 
 
 def say(text: str) -> None:
-    print(fitted(text, sys.stderr), file=sys.stderr, flush=True)
+    """A line on standard error. Its text may hold a server's words (a connection refused with
+    whatever bytes the other end sent): control characters are written out, never acted on."""
+    from .. import api
+
+    print(fitted(api.shown(text), sys.stderr), file=sys.stderr, flush=True)
 
 
 def heading(text: str, to_stderr: bool) -> None:
