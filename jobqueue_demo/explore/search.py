@@ -19,7 +19,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from ..engine.types import Result
@@ -590,6 +590,7 @@ def planned(scenario: Scenario, options: ExploreOptions) -> int:
     if unknown:
         raise UsageError(f"unknown fault '{unknown[0]}' (use {', '.join(EXPLORE_FAULTS)})")
     bound = Space(scenario, options.faults).bound()
+    options = _sampled_only_below(options, bound)
     if options.sample is not None:
         return options.sample
     if options.max_schedules is not None:
@@ -605,6 +606,7 @@ def explore(
     total = planned(scenario, options)
     space = Space(scenario, options.faults, options.step_timeout)
     bound = space.bound()
+    options = _sampled_only_below(options, bound)
     source = Sampler(options.sample, options.seed) if options.sample else DepthFirst(options.max_schedules)
     started = time.perf_counter()
     if options.sample and on_schedule is not None:
@@ -627,6 +629,15 @@ def explore(
         findings = _unreplayed(space, tallies)
     complete = source.complete and stopped is None
     return Report(scenario, server.label, options, bound, len(tallies), complete, counts, findings, elapsed, reset, stopped)
+
+
+def _sampled_only_below(options: ExploreOptions, bound: int) -> ExploreOptions:
+    """A sample as large as the space is the whole space, walked in order: random walks would
+    keep drawing schedules already run until WALKS_PER_SAMPLE times the sample (46 s for
+    --sample 1000 of 330 schedules, against 1.1 s for all of them)."""
+    if options.sample is not None and options.sample >= bound:
+        return replace(options, sample=None)
+    return options
 
 
 class FirstRuns:
