@@ -207,6 +207,22 @@ def test_cli_bench_tiny_sweep(tmp_path):
     assert plot.exists() == matplotlib and (result["plot"] is not None) == matplotlib
 
 
+@pytest.mark.parametrize(
+    "plot, words",
+    [("sweep.txt", "the plot's format follows the suffix; use .png or .svg"), ("missing/sweep.png", "no such directory"),
+     (".", "the plot's format follows the suffix"), ("/dev/sweep.png", "/dev holds devices")],
+    ids=["suffix", "no-folder", "directory", "dev"],
+)
+def test_cli_bench_refuses_a_plot_it_cannot_write_before_the_sweep(tmp_path, plot, words):
+    """Each of these ran the whole sweep (a minute by default) and only then failed, or said
+    nothing; the DSN here is never reached: the refusal comes first, exit 2 and not 3."""
+    target = plot if plot.startswith("/") else str(tmp_path / plot)
+    done = cli("bench", "--dsn", "mysql://root@127.0.0.1:1/none", "--plot", target)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"jobqueue-demo: {target}: ") and words in line, line
+
+
 @pytest.mark.skipif(not local_server_reachable(), reason="no server on 127.0.0.1:3306")
 def test_ctrl_c_leaves_nothing_behind(local):
     before = scratch_databases(local)

@@ -12,7 +12,7 @@ import typer
 
 from .. import api
 from .shared import Cluster, Dsn, Dsns, app, fitted, options, say, server_for
-from ..errors import EXIT_MISMATCH, WorkersStuck, stop_of
+from ..errors import EXIT_MISMATCH, UsageError, WorkersStuck, stop_of
 
 REGISTRY = api.strategies()
 
@@ -46,6 +46,19 @@ QUEUE_HELP = (
     "A queue file (docs/queue-format.md): the workers run its SQL instead of a strategy's, as the per-run user, "
     "and the tool checks that no job was lost, done twice or left claimed."
 )
+PLOT_SUFFIXES = (".png", ".svg")
+
+
+def _check_plot(path: str) -> None:
+    """--plot refused before the sweep, not after its minutes: a suffix that names no format
+    matplotlib is asked for, or a file that cannot be written (safe_write's rules, as export -o)."""
+    from ..safe_write import check_writable
+
+    if not path.lower().endswith(PLOT_SUFFIXES):
+        raise UsageError(f"{path}: the plot's format follows the suffix; use .png or .svg")
+    check_writable(path)
+
+
 NO_PLOT = "matplotlib is not installed (pip install 'jobqueue-demo[plot]'): the table alone was written"
 
 
@@ -254,6 +267,8 @@ def bench_command(
     With --cluster N every run spreads its workers over a private N-node Galera cluster.
     """
     config = api.sweep_config(strategies, workers, isolations, jobs, full, batch, work_ms, repeat, kill, queues)
+    if plot:
+        _check_plot(plot)
     _, err = _consoles()
     with _server(dsn, engine, cluster) as server:
         say(f"-- bench on {server.label} ({server.where}): {config.runs} runs")
