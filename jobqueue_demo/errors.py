@@ -52,6 +52,14 @@ class UsageError(DemoError):
     exit_code = EXIT_USAGE
 
 
+class TableMissing(UsageError):
+    """`replay --dsn`: the database lacks a table the report's locks are on (the wrong database,
+    most likely): a bad input, as a schema file without it is."""
+
+    def __init__(self, database: str, table: str):
+        super().__init__(f"--dsn's database {database} has no table {table}, which the report's locks are on")
+
+
 class ScenarioError(DemoError):
     """A scenario file that cannot be used; the message names file and line."""
 

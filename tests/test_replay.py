@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -333,3 +333,44 @@ def test_dsn_reads_the_schema_from_a_postgresql_catalog(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     text = lesson.read_text()
     assert '"id" SERIAL NOT NULL' in text and "CREATE INDEX poll ON public.jobs" in text
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("engine", ["mysql", "postgresql"])
+def test_dsn_of_a_database_without_the_reports_table_is_a_bad_input(tmp_path, engine):
+    """A database of its own, empty: MariaDB's refusal of SHOW CREATE TABLE was told as the
+    server's (exit 3), and PostgreSQL's missing table left a schema of nothing to fail later."""
+    reachable = local_server_reachable() if engine == "mysql" else local_pg_reachable()
+    if not reachable:
+        pytest.skip(f"no {engine} server here")
+    database = f"jqdtest_{secrets.token_hex(4)}"
+    report = SHIPPED / ("claim-vs-enqueue.txt" if engine == "mysql" else "sharelock.log")
+    dsn = f"mysql://root@127.0.0.1:3306/{database}" if engine == "mysql" else f"postgresql://root@127.0.0.1:5432/{database}"
+    with _empty_database(engine, database):
+        done, lesson = replayed(tmp_path, str(report), "--dsn", dsn)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [f"jobqueue-demo: --dsn's database {database} has no table jobs, which the report's locks are on"]
+    assert not lesson.exists()
+
+
+@contextmanager
+def _empty_database(engine: str, database: str):
+    if engine == "mysql":
+        import MySQLdb
+
+        with closing(MySQLdb.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)) as conn:
+            conn.query(f"CREATE DATABASE {database}")
+            try:
+                yield
+            finally:
+                conn.query(f"DROP DATABASE {database}")
+        return
+    from jobqueue_demo.engine.postgresql import control
+    from jobqueue_demo.engine.postgresql.server import parse_dsn
+
+    with closing(parse_dsn("postgresql://root@127.0.0.1:5432/postgres").connect()) as admin:
+        control.execute(admin, f"CREATE DATABASE {database}")
+        try:
+            yield
+        finally:
+            control.execute(admin, f"DROP DATABASE {database}")

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from contextlib import closing
 
-from ...errors import UsageError
+from ...errors import TableMissing, UsageError
+from ..types import ControlError
 from .control import rows, text
+
+NO_SUCH_TABLE = 1146
 
 
 def create_statements(params, tables: tuple[str, ...]) -> str:
@@ -15,7 +18,12 @@ def create_statements(params, tables: tuple[str, ...]) -> str:
     with closing(params.connect()) as conn:
         out = []
         for table in tables:
-            found = rows(conn, "SHOW CREATE TABLE `" + table.replace("`", "``") + "`")
+            try:
+                found = rows(conn, "SHOW CREATE TABLE `" + table.replace("`", "``") + "`")
+            except ControlError as exc:
+                if exc.errno != NO_SUCH_TABLE:
+                    raise
+                raise TableMissing(params.database, table) from None
             if found:
                 out.append(text(found[0][1]) + ";\n")
     return "".join(out)

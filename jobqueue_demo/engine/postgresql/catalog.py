@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from contextlib import closing
 
-from ...errors import UsageError
+from ...errors import TableMissing, UsageError
 from .control import literal, rows
 
 SERIAL = {"integer": "SERIAL", "bigint": "BIGSERIAL", "smallint": "SMALLSERIAL"}
@@ -17,10 +17,10 @@ def create_statements(params, tables: tuple[str, ...]) -> str:
     if not params.database:
         raise UsageError("--dsn must name the database whose schema to read (postgresql://user@host/DATABASE)")
     with closing(params.connect()) as conn:
-        return "".join(_table(conn, table) for table in tables)
+        return "".join(_table(conn, params.database, table) for table in tables)
 
 
-def _table(conn, table: str) -> str:
+def _table(conn, database: str, table: str) -> str:
     columns = rows(
         conn,
         "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid) "
@@ -28,7 +28,7 @@ def _table(conn, table: str) -> str:
         f"WHERE a.attrelid = to_regclass({literal(_quoted(table))}) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
     )
     if not columns:
-        return ""
+        raise TableMissing(database, table)
     lines = []
     for name, kind, not_null, default in columns:
         if default and default.startswith("nextval(") and kind in SERIAL:
