@@ -177,3 +177,14 @@ def test_record_on_a_recorded_file_changes_only_verified(tmp_path, server):
     lines = copy.read_text().splitlines()
     assert lines[-2:] == ["verified:", f"  mysql: {server.label} on " + lines[-1].split(" on ")[-1]]
     assert "\n".join(lines[:-2]) == original
+
+
+def test_a_step_past_the_step_timeout_is_named_with_its_statement(tmp_path, embedded):
+    """Neither answered nor seen waiting, the statement never reached the transcript: the
+    error said only which session was still running."""
+    lesson = tmp_path / "slow.yaml"
+    lesson.write_text("title: slow\nsessions: [A]\nsteps:\n  - A: SELECT 1;\n  - A: |\n      SELECT SLEEP(5)\n        AS napped;\n")
+    done = cli("run", str(lesson), "--step-timeout", "0.5", env=dsn_env(embedded))
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines()[-1] == ("jobqueue-demo: step timeout: A (SELECT SLEEP(5) AS napped;) still running after 0.5 s "
+                                            "(raise --step-timeout for slow statements)")

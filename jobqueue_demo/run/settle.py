@@ -103,11 +103,22 @@ def settle(
         interval = 0.0 if waiting_now and waiting_now != confirmed else min(max(interval, POLL_FIRST_S) * 2, POLL_MAX_S)
         confirmed = waiting_now
         if time.perf_counter() > deadline:
-            running = [s.name for s in busy if s.name not in waiting_now]
+            # The statement is named: a transcript prints one when it answers or is seen
+            # waiting, and this one did neither.
+            running = [f"{s.name} ({_gist(s.pending_sql)})" for s in busy if s.name not in waiting_now]
             raise StuckError(
                 f"step timeout: {', '.join(running)} still running after {options.step_timeout:g} s "
                 "(raise --step-timeout for slow statements)"
             )
+
+
+GIST_CHARS = 60
+
+
+def _gist(sql: str | None) -> str:
+    """A statement on one short line."""
+    text = " ".join((sql or "").split())
+    return text if len(text) <= GIST_CHARS else text[: GIST_CHARS - 1] + "…"
 
 
 def _confirm_s(session: Session, kind: str, options: RunOptions) -> float:
