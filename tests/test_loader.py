@@ -170,6 +170,13 @@ BAD = [
     ),
     ("step keyword as session", "title: t\nsessions: [A, kill]\nsteps: [{A: x}]\n", 2, 15, "step keyword"),
     ("empty statement", BASE + "  - B: ''\n", 5, 8, "statement is empty"),
+    ("statement of semicolons", BASE + "  - B: '  ;  ;'\n", 5, 8, "statement is empty"),
+    ("statement a number", BASE + "  - B: 5\n", 5, 8, "must be SQL text, not '5' (quote it if it is SQL)"),
+    ("statement a flag", BASE + "  - B: true\n", 5, 8, "must be SQL text"),
+    ("setup a number", "title: t\nsetup: 5\nsessions: [A]\nsteps: [{A: x}]\n", 2, 8, "setup must be SQL text"),
+    ("title empty", "title:\nsessions: [A]\nsteps: [{A: x}]\n", 1, 7, "title is empty"),
+    ("title blank", "title: '  '\nsessions: [A]\nsteps: [{A: x}]\n", 1, 8, "title is empty"),
+    ("narration empty", BASE + "  - narrate:\n", 5, 13, "narrate is empty"),
 ]
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..errors import UsageError
 from . import mysql, postgresql
+from .deadlines import uninterrupted as uninterrupted  # a clean-up a stop signal must not cut in two (run/connections.py)
 from .dsn import DSN_ENV, scheme_of
 from .owner import hold_for_life as hold_for_life  # the workers' temp dir, kept from sweeps while they live
 from .session import Session as Session  # the base every engine's session extends: the seam's session type

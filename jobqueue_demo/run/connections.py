@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import time
 
-from ..engine.deadlines import uninterrupted
-from ..engine.seam import ClusterRun, Scratch, Session, TableSnapshot, WaitMonitor
+from ..engine.seam import ClusterRun, Scratch, Session, TableSnapshot, WaitMonitor, uninterrupted
 from ..engine.types import ServerInfo, Survey, split
 from ..errors import ScenarioError, ServerError, UsageError
 from ..scenario.model import Scenario, SessionSpec

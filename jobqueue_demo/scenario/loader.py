@@ -285,7 +285,7 @@ class Builder:
         for engine in self.engines:
             variants[engine] = Scenario(
                 path=self.path,
-                title=self.text_of(top["title"][1], "title").strip(),
+                title=self.filled_text(top["title"][1], "title"),
                 summary=self.optional_text(top, "summary"),
                 description=self.optional_text(top, "description"),
                 setup=setup.get(engine) or "",
@@ -355,6 +355,21 @@ class Builder:
                 self.fail(knode, f"{what}: '{key}' is not an engine (a mapping by engine takes {', '.join(ENGINE_NAMES)})")
             if key not in self.engines:
                 self.fail(knode, f"{what}: {key} is not an engine of this lesson (engines: [{', '.join(self.engines)}])")
+
+    def filled_text(self, node: yaml.Node, what: str, engine: str = "") -> str:
+        """Text that says something: an empty title printed `-- : on MariaDB`, an empty
+        narration a blank line."""
+        text = self.plain_text(node, what)
+        if not text:
+            self.fail(node, f"{what} is empty")
+        return text
+
+    def sql_text(self, node: yaml.Node, what: str) -> str:
+        """SQL, which YAML reads as text only: `5` or `true` unquoted is a number or a flag,
+        sent as SQL it was the server's error, not the file's."""
+        if isinstance(node, yaml.ScalarNode) and not node.tag.endswith(":str"):
+            self.fail(node, f"{what} must be SQL text, not {node.value!r} (quote it if it is SQL)")
+        return self.text_of(node, what).strip()
 
     def plain_text(self, node: yaml.Node, what: str, engine: str = "") -> str:
         if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null"):
@@ -475,7 +490,7 @@ class Builder:
         fields = self.mapping(node, "a step")
         if "narrate" in fields:
             self.only(fields, {"narrate"}, "a narrate step")
-            texts = self.by_engine(fields["narrate"][1], "narrate", self.plain_text)
+            texts = self.by_engine(fields["narrate"][1], "narrate", self.filled_text)
             return {engine: Narration(text, line) for engine, text in texts.items()}
         if "locks" in fields:
             self.only(fields, {"locks"}, "a locks step")
@@ -543,14 +558,14 @@ class Builder:
         }
 
     def statement_sql(self, node: yaml.Node, what: str, engine: str = "") -> str:
-        sql = self.text_of(node, what).strip()
-        if not sql:
+        sql = self.sql_text(node, what)
+        if not sql.replace(";", " ").strip():  # `;` alone: the server's "Query was empty", at run time
             self.fail(node, f"{what} is empty")
         self.check_sql(node, what, engine)
         return sql
 
     def setup_sql(self, node: yaml.Node, what: str, engine: str = "") -> str:
-        sql = self.plain_text(node, what)
+        sql = "" if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null") else self.sql_text(node, what)
         if sql:
             self.check_sql(node, what, engine)
         return sql
