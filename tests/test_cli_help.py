@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from conftest import cli
@@ -109,3 +111,22 @@ def test_every_help_fits_its_width_and_its_examples_still_paste(width, monkeypat
             pasted = out.split("Example:", 1)[1].replace(" \\\n", " ")
             for command in shown[f"{name} --help"]:
                 assert " ".join(command.split()) in " ".join(pasted.split()), command
+
+
+# The words of the option help a reader copies whole: the DSN templates.
+WHOLE_WORDS = ("mysql://user:pass@host:port/db", "postgresql://user@host:port/db")
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_the_dsn_templates_are_never_split(width, monkeypatch, capsys):
+    """At 60 columns the options' help column was 26 wide: click split a 30-character
+    template across two lines (`mysql://u` / `ser:pass@host:port/db`)."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    for name in command_names():
+        with pytest.raises(SystemExit):
+            all_commands()(args=[name, "--help"], prog_name="jobqueue-demo")
+        out = capsys.readouterr().out
+        joined = re.sub(r"\n\s*", "", out)  # the help with its line breaks taken out
+        for word in WHOLE_WORDS:
+            if word in joined:
+                assert word in out, f"{name} --help at {width} columns splits {word}"

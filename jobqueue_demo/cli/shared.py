@@ -63,6 +63,15 @@ class ExamplesFormatter(HelpFormatter):
     def write_text(self, text: str) -> None:
         super().write_text(continued(text, self.width - self.current_indent))
 
+    # The longest word an option's help must keep whole, a DSN template (30 characters), and
+    # some room: at 60 columns the options' column gives way (a long name goes on a line of
+    # its own) rather than the template being split mid-word.
+    MIN_HELP_COLUMN = 34
+
+    def write_dl(self, rows, col_max: int = 30, col_spacing: int = 2) -> None:
+        room = self.width - self.current_indent - col_spacing - 2 - self.MIN_HELP_COLUMN
+        super().write_dl(rows, max(min(col_max, room), 8), col_spacing)
+
 
 class HelpContext(Context):
     formatter_class = ExamplesFormatter
