@@ -125,13 +125,17 @@ def cleanup(dsn: str | None, dry_run: bool, cache: bool):
     one Sweep (engine/leftovers.py) of them all."""
     from .engine.dsn import DSN_ENV
     from .engine.leftovers import Sweep, sweep_cache, sweep_dirs
+    from .engine.seam import told_as_env
     from .engine.throwaway import cache_root
 
     sweeps = [sweep_dirs(dry_run)]
+    given = dsn
     dsn = dsn or os.environ.get(DSN_ENV) or None
     if dsn is not None:
-        seam = seam_of_dsn(dsn)
-        sweeps.append(seam.sweep(seam.parse_dsn(dsn), dry_run))
+        with told_as_env(not given):
+            seam = seam_of_dsn(dsn)
+            params = seam.parse_dsn(dsn)
+        sweeps.append(seam.sweep(params, dry_run))
     if cache:
         sweeps.append(sweep_cache(cache_root(), dry_run))
     return Sweep([f for s in sweeps for f in s.found], [p for s in sweeps for p in s.problems])
@@ -151,9 +155,14 @@ def engine_target(dsn: str | None, engine: str | None) -> str:
     """The engine the server will be of, known before it starts: the DSN's, else `engine`,
     else $JOBQUEUE_DEMO_DSN's, else mysql (as engine/mysql/server.py open_server chooses)."""
     from .engine.dsn import DSN_ENV
+    from .engine.seam import told_as_env
 
+    given = dsn
     dsn = dsn or (None if engine else os.environ.get(DSN_ENV) or None)
-    return seam_of_dsn(dsn).name if dsn else engine or DEFAULT_ENGINE
+    if not dsn:
+        return engine or DEFAULT_ENGINE
+    with told_as_env(not given):
+        return seam_of_dsn(dsn).name
 
 
 def check_engine(scenarios, dsn: str | None, engine: str | None) -> None:

@@ -162,6 +162,16 @@ def test_unreachable_server_is_one_line_exit_3():
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("args", [("run", "skip-locked"), ("cleanup", "--dry-run")], ids=["run", "cleanup"])
+@pytest.mark.parametrize("dsn", ["garbage", "mysql://root@127.0.0.1:99999/x"], ids=["scheme", "port"])
+def test_a_bad_dsn_from_the_environment_says_where_it_came_from(args, dsn):
+    """No --dsn on the command line: the line named none, and the reader looked there."""
+    done = cli(*args, env={"JOBQUEUE_DEMO_DSN": dsn}, timeout=30)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("jobqueue-demo: $JOBQUEUE_DEMO_DSN: "), line
+
+
 def test_lesson_name_resolves_like_a_path():
     done = cli("run", "skip-locked", cwd=Path("/"))
     assert done.returncode == 0, done.stderr

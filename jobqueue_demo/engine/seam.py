@@ -209,12 +209,25 @@ def seam_of_dsn(dsn: str) -> Engine:
 
 
 @contextlib.contextmanager
+def told_as_env(from_env: bool) -> Iterator[None]:
+    """A DSN refused, said to be $JOBQUEUE_DEMO_DSN's when no --dsn was given: the reader would
+    look for the mistake on the command line."""
+    try:
+        yield
+    except UsageError as exc:
+        if not from_env:
+            raise
+        raise UsageError(f"${DSN_ENV}: {exc}") from None
+
+
+@contextlib.contextmanager
 def open_server(dsn: str | None = None, engine: str | None = None) -> Iterator[ServerInfo]:
     """The server to run lessons on: `dsn`, else $JOBQUEUE_DEMO_DSN, else an embedded one of
     `engine` (MariaDB/MySQL when None). A DSN names its engine by its scheme (mysql://,
     postgresql://); $JOBQUEUE_DEMO_DSN of another engine than the one asked for is not used."""
     if engine is not None:
         entry_of(engine)
+    given = dsn
     if dsn is None:
         dsn = os.environ.get(DSN_ENV) or None
         # A scheme no engine has counts as the default engine's: its DSN is then refused as one.
@@ -222,8 +235,10 @@ def open_server(dsn: str | None = None, engine: str | None = None) -> Iterator[S
         if dsn and engine is not None and named != engine:
             dsn = None
     if dsn is not None:
-        seam = seam_of_dsn(dsn)
-        yield seam.server_info(seam.parse_dsn(dsn), embedded=False)
+        with told_as_env(given is None):
+            seam = seam_of_dsn(dsn)
+            params = seam.parse_dsn(dsn)
+        yield seam.server_info(params, embedded=False)
         return
     # A run on a DSN never starts one, nor imports what would (start-up, docs/architecture.md).
     with seam_of(engine or DEFAULT_ENGINE).embedded() as server:
