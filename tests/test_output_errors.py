@@ -130,3 +130,17 @@ def test_a_peer_that_answers_with_control_characters_has_them_written_out():
     assert done.returncode == 3, done.stderr
     assert "\x1b" not in done.stderr and "\x07" not in done.stderr, repr(done.stderr)
     assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize(
+    "args, code",
+    [(("run", "/no/such/lesson.yaml"), 2), (("run", "skip-locked", "--dsn", "mysql://root@127.0.0.1:1/x"), 3),
+     (("run", "skip-locked", "--step-timeout", "0"), 2)],
+    ids=["bad-file", "no-server", "bad-option"],
+)
+def test_a_closed_stderr_keeps_the_exit_code_and_stdout_clean(args, code):
+    """Started with descriptor 2 closed: every error ended with exit 1 (Python's own, on a
+    message it could not print), and click's usage lines went to standard output."""
+    done = subprocess.run(["sh", "-c", 'exec "$@" 2>&-', "sh", sys.executable, "-m", "jobqueue_demo", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert (done.returncode, done.stdout) == (code, "")

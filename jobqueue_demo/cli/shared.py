@@ -343,10 +343,13 @@ class GuardedStdout:
 def guard_stdout() -> None:
     """Standard output through GuardedStdout. A closed descriptor 1 is given /dev/null, so no
     file or socket the run opens lands on it, and the first write says it is closed."""
-    import os
-
     if isinstance(sys.stdout, GuardedStdout):
         return
+    if sys.stderr is None:
+        # Started with descriptor 2 closed: /dev/null takes it, so the first socket the run
+        # opens does not (a client library's warning would go to the server), and the error
+        # lines, unread, leave the exit code the table's.
+        sys.stderr = _devnull_on(2)
     # An encoding that cannot hold every character (PYTHONIOENCODING=ascii, latin-1): what it
     # cannot is written out as \u2014, rather than ending the run with a traceback mid-line.
     for stream in (sys.stdout, sys.stderr):
@@ -355,11 +358,18 @@ def guard_stdout() -> None:
     if sys.stdout is not None:
         sys.stdout = GuardedStdout(sys.stdout)
         return
+    sys.stdout = GuardedStdout(_devnull_on(1), closed=True)
+
+
+def _devnull_on(fd: int):
+    """/dev/null on a closed standard descriptor, as a text stream."""
+    import os
+
     null = os.open(os.devnull, os.O_WRONLY)
-    if null != 1:
-        os.dup2(null, 1)
+    if null != fd:
+        os.dup2(null, fd)
         os.close(null)
-    sys.stdout = GuardedStdout(open(1, "w", closefd=False), closed=True)
+    return open(fd, "w", closefd=False)
 
 
 def say(text: str) -> None:
