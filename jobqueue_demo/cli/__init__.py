@@ -22,10 +22,10 @@ def entry() -> None:
         from .main import main
 
         code = main()
-    except KeyboardInterrupt as exc:  # before main() caught stops itself
+        # The command is done and its clean-up with it; what is still alive goes with the
+        # process. Frozen, it is no longer walked by the collections the interpreter makes on
+        # its way out: about 14 ms of CPU at the end of every run (docs/architecture.md, start-up).
+        gc.freeze()
+    except KeyboardInterrupt as exc:  # before main() caught stops itself, or after it returned
         code = told(exc)
-    # The command is done and its clean-up with it; what is still alive goes with the process.
-    # Frozen, it is no longer walked by the collections the interpreter makes on its way out:
-    # about 14 ms of CPU at the end of every run (docs/architecture.md, start-up).
-    gc.freeze()
     sys.exit(code)
