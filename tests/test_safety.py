@@ -130,6 +130,26 @@ def test_a_killed_processes_marked_dir_is_swept_and_unmarked_ones_are_not(tmp_pa
     assert not ours.exists() and foreign.exists()
 
 
+@pytest.mark.fast
+def test_a_directory_its_run_died_before_marking_is_swept_once_stale(tmp_path):
+    """A run killed between making its directory and marking it (a probe found an empty
+    `jobqueue-demo-*` in /tmp): no marker would ever say whose it was, and it stayed for good.
+    Only ours, untouched for a minute, holding at most a marker never renamed into place."""
+    from jobqueue_demo.engine.leftovers import MARKER, UNMARKED_STALE_S, sweep_dirs
+
+    empty, pending, busy, fresh = (tmp_path / f"jobqueue-demo-{n}" for n in ("empty", "pending", "busy", "fresh"))
+    for folder in (empty, pending, busy, fresh):
+        folder.mkdir()
+    (pending / f"{MARKER}.12345").write_bytes(b"")
+    (busy / "data").write_bytes(b"x")
+    old = time.time() - UNMARKED_STALE_S - 5
+    for folder in (empty, pending, busy):
+        os.utime(folder, (old, old))
+    found = sweep_dirs(folder=tmp_path).found
+    assert sorted(f.name for f in found) == sorted([str(empty), str(pending)])
+    assert not empty.exists() and not pending.exists() and busy.exists() and fresh.exists()
+
+
 def _wait_lock_free(conn, name: str) -> None:
     """The server frees a killed client's named lock once it notices the closed socket: on a
     loaded machine that can take a moment."""

@@ -13,6 +13,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,10 +74,17 @@ def sweep_dirs(dry_run: bool = False, folder: Path | None = None) -> Sweep:
     return out
 
 
+# How long a directory of ours without its marker is left alone: a run marks the directory it
+# made within microseconds (owner.hold), so one untouched this long was made by a run killed
+# in between.
+UNMARKED_STALE_S = 60.0
+
+
 def _sweep_dir(path: Path, fd: int, dry_run: bool, out: Sweep) -> None:
     handle = claim_if_dead(fd)
     if handle is None:
-        return  # alive, or not ours
+        _sweep_unmarked(path, fd, dry_run, out)  # alive, not ours, or never marked
+        return
     try:
         if not dry_run:
             # A killed embedded PostgreSQL's shared memory, read through the descriptor: the
@@ -86,6 +94,25 @@ def _sweep_dir(path: Path, fd: int, dry_run: bool, out: Sweep) -> None:
         out.found.append(Found("directory", str(path), done(dry_run), GONE))
     finally:
         handle.close()
+
+
+def _sweep_unmarked(path: Path, fd: int, dry_run: bool, out: Sweep) -> None:
+    """A directory of this user's that holds nothing but, at most, a marker never renamed into
+    place (owner.hold's `MARKER.<pid>`), untouched for UNMARKED_STALE_S: its run was killed
+    between making it and marking it, and no marker will ever say so. Anything else in it, or
+    another user's, is left as it is."""
+    found = os.fstat(fd)
+    if found.st_uid != os.getuid() or time.time() - found.st_mtime < UNMARKED_STALE_S:
+        return
+    names = os.listdir(fd)
+    if not all(name.startswith(f"{MARKER}.") for name in names):
+        return
+    if not dry_run:
+        with contextlib.suppress(OSError):  # a run that wrote into it meanwhile keeps it: rmdir fails
+            for name in names:
+                os.unlink(name, dir_fd=fd)
+            os.rmdir(path)
+    out.found.append(Found("directory", str(path), done(dry_run), "never marked: its run died making it"))
 
 
 def _remove_marked(folder: Path, fd: int) -> None:
