@@ -4,6 +4,7 @@ line with its exit code too, not as a traceback or a silent death."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 
@@ -28,5 +29,6 @@ def stop_loading(signum, frame) -> None:
 def told(exc: KeyboardInterrupt) -> int:
     """The stop's line on standard error, and its exit code."""
     stop = stop_of(exc)
-    os.write(2, f"jobqueue-demo: {stop}\n".encode())
+    with contextlib.suppress(OSError):  # a closed standard error: the exit code still tells
+        os.write(2, f"jobqueue-demo: {stop}\n".encode())
     return stop.exit_code
