@@ -667,7 +667,7 @@ def sweep_config(
     default_workers = ",".join(str(n) for n in (WORKER_COUNTS if full else QUICK_WORKERS))
     config = SweepConfig(
         strategies=parse_names(strategies, SWEEPABLE, "strategy"),
-        workers=parse_counts(workers or default_workers),
+        workers=parse_counts(default_workers if workers is None else workers),
         isolations=parse_names(isolations, ISOLATIONS, "isolation"),
         jobs=jobs or (FULL_JOBS if full else QUICK_JOBS),
         batch=batch,

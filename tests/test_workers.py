@@ -150,6 +150,31 @@ def test_bad_values_are_rejected(values, words):
         validate(WorkersConfig(**values))
 
 
+@pytest.mark.fast
+@pytest.mark.parametrize(
+    "workers, kill, words",
+    [("", 0, "--workers counts must be from 1 to 64, got ''"),
+     ("2", 5, "--kill must be from 0 to 1 so that a worker survives in every step, got 5"),
+     ("2,8", 2, "--kill must be from 0 to 1 so that a worker survives in every step, got 2")],
+    ids=["empty-workers", "kill-past-workers", "kill-past-the-smallest-step"],
+)
+def test_bench_refuses_what_workers_refuses(workers, kill, words):
+    """`bench -w ''` ran the default sweep, and a --kill past a step's workers was checked
+    against the largest step only."""
+    from jobqueue_demo import api
+
+    with pytest.raises(UsageError, match=words):
+        api.sweep_config("skip-locked", workers, "read-committed", 10, False, 1, 0.0, 1, kill)
+
+
+@pytest.mark.fast
+def test_bench_runs_a_strategy_named_twice_once():
+    from jobqueue_demo import api
+
+    config = api.sweep_config("skip-locked,skip-locked", "2", "read-committed,read-committed", 10, False, 1, 0.0, 1, 0)
+    assert (config.strategies, config.isolations) == (("skip-locked",), ("read-committed",))
+
+
 @pytest.mark.parametrize(
     "args",
     [

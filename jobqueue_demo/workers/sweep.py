@@ -47,7 +47,7 @@ class SweepConfig:
 
 
 def parse_names(text: str, known: tuple[str, ...] | dict, what: str) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))  # each once, as --workers
     unknown = [n for n in names if n not in known]
     if unknown or not names:
         raise UsageError(f"unknown {what} {', '.join(unknown) or '(none given)'}: choose from {', '.join(known)}")
@@ -69,6 +69,9 @@ def validate_sweep(config: SweepConfig) -> None:
         raise UsageError(f"--repeat must be from 1 to {MAX_REPEAT}, got {config.repeat}")
     if config.kill and min(config.workers) < 2:
         raise UsageError("--kill needs at least 2 workers in every step, so that a worker survives")
+    if config.kill >= min(config.workers):  # every step kills as many: the smallest must keep one
+        raise UsageError(f"--kill must be from 0 to {min(config.workers) - 1} so that a worker survives "
+                         f"in every step, got {config.kill}")
     for strategy in (CEILING, *config.strategies, *config.queues):
         for isolation in config.isolations:
             validate(_step_config(config, strategy, isolation, max(config.workers)))
