@@ -177,6 +177,8 @@ BAD = [
     ("title empty", "title:\nsessions: [A]\nsteps: [{A: x}]\n", 1, 7, "title is empty"),
     ("title blank", "title: '  '\nsessions: [A]\nsteps: [{A: x}]\n", 1, 8, "title is empty"),
     ("narration empty", BASE + "  - narrate:\n", 5, 13, "narrate is empty"),
+    ("setup by an unknown engine", "title: t\nsetup: {oracle: SELECT 1}\nsessions: [A]\nsteps: [{A: x}]\n", 2, 9,
+     "setup: 'oracle' is not an engine (a mapping by engine takes mysql, postgresql)"),
 ]
 
 

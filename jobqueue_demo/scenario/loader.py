@@ -369,6 +369,9 @@ class Builder:
         sent as SQL it was the server's error, not the file's."""
         if isinstance(node, yaml.ScalarNode) and not node.tag.endswith(":str"):
             self.fail(node, f"{what} must be SQL text, not {node.value!r} (quote it if it is SQL)")
+        if isinstance(node, yaml.MappingNode) and node.value:  # by_engine found no engine's name in it
+            key = node.value[0][0]
+            self.fail(key, f"{what}: '{getattr(key, 'value', key)}' is not an engine (a mapping by engine takes {', '.join(ENGINE_NAMES)})")
         return self.text_of(node, what).strip()
 
     def plain_text(self, node: yaml.Node, what: str, engine: str = "") -> str:
