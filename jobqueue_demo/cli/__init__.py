@@ -15,10 +15,10 @@ YOUNG_THRESHOLD = 50_000
 
 def entry() -> None:
     gc.set_threshold(YOUNG_THRESHOLD)
-    from .stops import catch_stops, stop_loading, told
-
-    catch_stops(stop_loading)
     try:
+        from .stops import catch_stops, stop_loading
+
+        catch_stops(stop_loading)
         from .main import main
 
         code = main()
@@ -27,5 +27,7 @@ def entry() -> None:
         # its way out: about 14 ms of CPU at the end of every run (docs/architecture.md, start-up).
         gc.freeze()
     except KeyboardInterrupt as exc:  # before main() caught stops itself, or after it returned
+        from .stops import told  # imported again if the stop cut its first import short
+
         code = told(exc)
     sys.exit(code)
