@@ -107,8 +107,13 @@ def test_sigkill_of_the_starter_ends_every_node_and_the_sweep_removes_its_direct
         while any(alive(int(pid)) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not any(alive(int(pid)) for pid in pids)
-        # Any run's sweep may take it (other runs sweep this folder too); it must be gone.
+        # Any run's sweep may take it (other runs sweep this folder too): one that holds its
+        # marker's lock while removing it makes ours pass it by, so its end is waited for.
         sweep_dirs(folder=workdir.parent)
+        deadline = time.monotonic() + 10
+        while workdir.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+            sweep_dirs(folder=workdir.parent)
         assert not workdir.exists()
     finally:
         child.kill()
