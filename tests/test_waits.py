@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import ROOT, cli, dsn_env
 
@@ -216,12 +218,20 @@ def test_killed_or_disconnected_worker_releases_its_claim(server, name):
     assert last.session == "B" and last.result.error.errno in mysql_errors.LOST_CONNECTION
 
 
+def records_if_private(server, text: str) -> str:
+    """`text` as a stuck message says it on `server`. On the shared server the locked record
+    (`(1)`) is told only when InnoDB's lock tables have it: their cache refreshes only once no
+    client has read it for 0.1 s, and other clients reading them (another run's explore, its
+    waits) can keep it stale for as long as a stuck run looks (seen in 1 suite run of 5)."""
+    return text if server.embedded else re.sub(r" \(\d+\)(?=[,)])", "", text)
+
+
 def test_stuck_schedule_names_the_chain_without_sitting_out_timeouts(server):
     with pytest.raises(StuckError) as stuck:
         run(str(ROOT / "tests" / "data" / "stuck.yaml"), server, step_timeout=60)
-    message = str(stuck.value)
+    message = records_if_private(server, str(stuck.value))
     assert "stuck.yaml:11 (step 5)" in message
-    assert "B waits for A (row lock jobs PRIMARY X (1)" in message
+    assert records_if_private(server, "B waits for A (row lock jobs PRIMARY X (1),") in message
     assert "in 'SELECT id FROM jobs WHERE id = 1 FOR UPDATE;'), which is idle in a transaction" in message
 
 
@@ -229,10 +239,10 @@ def test_stuck_names_the_whole_chain_with_each_lock(server):
     """C waits for B, which waits for A, which is idle: the chain's end is why nothing moves."""
     with pytest.raises(StuckError) as stuck:
         run(str(ROOT / "tests" / "data" / "stuck-chain.yaml"), server)
-    assert (
+    assert records_if_private(server, (
         "C waits for B (row lock jobs PRIMARY X (2), in 'SELECT id FROM jobs WHERE id = 2 FOR UPDATE;'), "
-        "which waits for A (row lock jobs PRIMARY X (1), in 'SELECT id FROM jobs WHERE id = 1 FOR UPDATE;')" in str(stuck.value)
-    )
+        "which waits for A (row lock jobs PRIMARY X (1), in 'SELECT id FROM jobs WHERE id = 1 FOR UPDATE;')"
+    )) in records_if_private(server, str(stuck.value))
     assert str(stuck.value).endswith("which is idle in a transaction, so nothing will release its locks")
 
 
