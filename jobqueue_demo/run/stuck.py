@@ -54,9 +54,9 @@ FULLER_LOCK_READS = 3
 def _fuller_lock(scene: Scene, session: Session, wait: ev.Waiting | None) -> str:
     """The waited-for record, when the wait was told without it: with one other active
     transaction the holder is deduced without InnoDB's lock tables, which name the record.
-    Read once the run is stuck; again while the record is missing from them (MariaDB leaves
-    it out when the page's latch was busy as it filled its cache: 1 stuck run in 4 while
-    other runs used the server)."""
+    Read once the run is stuck; again while they lack it: their cache refreshes only after
+    0.1 s with no reader at all, and other clients reading them keep it stale (the wait
+    missing, so the record with it, in 1 stuck run in 4 while two other runs used the server)."""
     if wait is None or wait.kind not in ROW_KINDS or wait.requested or wait.lock.endswith(")") or not scene.name_blockers:
         return ""
     names = scene.names()
